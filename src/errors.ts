@@ -1,0 +1,122 @@
+/**
+ * One error type for the whole program. Callers branch on `code`, never on the message.
+ * Messages name the file, field or endpoint and never contain key material; `hint` says what to do.
+ */
+export type ErrorCode =
+	// configuration
+	| "CONFIG_NOT_FOUND"
+	| "CONFIG_INVALID"
+	| "CONFIG_SECRET_UNREADABLE"
+	// certificate bundles
+	| "BUNDLE_EMPTY"
+	| "BUNDLE_TOO_LARGE"
+	| "BUNDLE_NOT_PEM"
+	| "BUNDLE_TRUNCATED"
+	| "BUNDLE_NO_CERTIFICATE"
+	| "BUNDLE_NO_KEY"
+	| "BUNDLE_SEVERAL_KEYS"
+	| "BUNDLE_ENCRYPTED_KEY"
+	| "BUNDLE_BAD_KEY"
+	| "BUNDLE_BAD_CERTIFICATE"
+	| "BUNDLE_KEY_MISMATCH"
+	| "BUNDLE_SEVERAL_LEAVES"
+	| "BUNDLE_CHAIN_BROKEN"
+	| "BUNDLE_EXPIRED"
+	| "BUNDLE_NOT_YET_VALID"
+	| "BUNDLE_NAMES_NOT_COVERED"
+	// endpoints and targets
+	| "ENDPOINT_UNAVAILABLE"
+	| "ENDPOINT_TIMEOUT"
+	| "ENDPOINT_AUTH"
+	| "ENDPOINT_BAD_RESPONSE"
+	| "ENDPOINT_NOT_FOUND"
+	| "ENDPOINT_CONFLICT"
+	| "ENDPOINT_ERROR"
+	| "RUNTIME_COMMAND_FAILED"
+	| "RUNTIME_LOCKED"
+	| "RUNTIME_PAYLOAD_TOO_LARGE"
+	| "RUNTIME_RELOADED"
+	| "PROBE_FAILED"
+	| "UPDATE_DROPS_NAMES"
+	// files and state
+	| "ATOMICDIR_BAD_NAME"
+	| "ATOMICDIR_UNSUPPORTED"
+	| "ATOMICDIR_SWAP_FAILED"
+	| "ATOMICDIR_CLEANUP_FAILED"
+	| "ATOMICDIR_LOCKED"
+	| "STATE_LOCKED"
+	| "STATE_CONFLICT"
+	| "STATE_CORRUPT"
+	// sources and issuers
+	| "SOURCE_UNREADABLE"
+	| "ACME_ERROR"
+	| "ISSUE_FAILED"
+	| "HOOK_FAILED"
+	| "NOT_AVAILABLE"
+	| "INTERNAL";
+
+/** Where an error happened: whichever of these apply. Never key material. */
+export interface ErrorContext {
+	file?: string;
+	field?: string;
+	endpoint?: string;
+	target?: string;
+	ref?: string;
+	certificate?: string;
+	operation?: string;
+	status?: number;
+}
+
+export interface ErrorOptions {
+	context?: ErrorContext;
+	hint?: string;
+	retryable?: boolean;
+	cause?: unknown;
+}
+
+export class CertificateeError extends Error {
+	override readonly name = "CertificateeError";
+	readonly code: ErrorCode;
+	readonly context: ErrorContext;
+	readonly hint: string | undefined;
+	readonly retryable: boolean;
+
+	constructor(code: ErrorCode, message: string, options: ErrorOptions = {}) {
+		super(scrubSecrets(message), options.cause === undefined ? undefined : { cause: options.cause });
+		this.code = code;
+		this.context = options.context ?? {};
+		this.hint = options.hint;
+		this.retryable = options.retryable ?? false;
+	}
+
+	/** JSON-safe form for logs, plans and `--json` output. */
+	toJSON(): Record<string, unknown> {
+		return {
+			code: this.code,
+			message: this.message,
+			...this.context,
+			hint: this.hint,
+			retryable: this.retryable,
+		};
+	}
+}
+
+export function isCertificateeError(e: unknown, code?: ErrorCode): e is CertificateeError {
+	return e instanceof CertificateeError && (code === undefined || e.code === code);
+}
+
+const PEM_BLOCK = /-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g;
+// A run of base64 long enough to be part of a key or certificate, even without its armour
+// (the Data Plane API echoes socket commands, sometimes cut into lines).
+const BASE64_RUN = /(?:[A-Za-z0-9+/]{40,}={0,2}\s*){2,}/g;
+
+/** Removes PEM blocks and long base64 runs from text that came from outside (endpoint bodies, stderr). */
+export function scrubSecrets(text: string): string {
+	return text.replace(PEM_BLOCK, "[PEM removed]").replace(BASE64_RUN, "[base64 removed]");
+}
+
+/** The message of any thrown value, scrubbed. */
+export function describeError(e: unknown): string {
+	if (e instanceof Error) return scrubSecrets(e.message);
+	return scrubSecrets(String(e));
+}
