@@ -1,0 +1,102 @@
+/**
+ * The plain data the reconciler works on: what an endpoint holds (observation), what should be there
+ * (desired certificates), and the operations that move one to the other (actions). No I/O here.
+ */
+import type { Bundle } from "../certificates/types.js";
+import type { CertificateeError } from "../errors.js";
+
+/** One certificate certificatee is responsible for, from a source or an issuer. */
+export interface DesiredCertificate {
+	/** Config name, e.g. "example-com". */
+	name: string;
+	/** DNS and IP names the certificate must cover (lowercase). */
+	names: string[];
+	bundle: Bundle;
+	/** Where it came from, for reports: "source files: /etc/certs/example.pem". */
+	origin: string;
+}
+
+/** What one side (storage on disk, or HAProxy's runtime memory) says about a ref. */
+export interface RefMeta {
+	/** Uppercase hex, even length (normalised: storage reports decimal, runtime hex). */
+	serial?: string;
+	/** SHA-1 of the leaf DER, uppercase hex, when the side reports it (runtime). */
+	sha1?: string;
+	/** SHA-256 of the leaf DER, when the side can compute it (local files). */
+	fingerprint?: string;
+	notAfter?: Date;
+	/** DNS and IP names the certificate covers, lowercase, sorted. */
+	names?: string[];
+	/** HAProxy's runtime status: Used, Unused, Empty, Uncommitted. */
+	status?: string;
+}
+
+/** One certificate file/store entry on an endpoint, as observed in phase 1. */
+export interface ObservedRef {
+	/** The storage name certificatee addresses it by (the Data Plane API's sanitised name, e.g. "example_com.pem"). */
+	ref: string;
+	/** HAProxy's runtime name for it (usually the absolute path), when known. */
+	runtimeName?: string;
+	/** Present when the storage file exists. */
+	storage?: RefMeta;
+	/** Present when HAProxy's runtime listing holds it. */
+	runtime?: RefMeta;
+	/** Runtime crt-lists (or crt directories, named without trailing slash) that reference it. */
+	crtLists: string[];
+}
+
+export type EndpointObservation =
+	| { endpoint: string; ok: true; refs: ObservedRef[]; observedAt: Date; info?: Record<string, string> }
+	| { endpoint: string; ok: false; error: CertificateeError };
+
+/** A single write on one endpoint. Phase 3 runs an endpoint's actions in order. */
+export type Action =
+	| { op: "storage-replace"; ref: string; certificate: string; bundle: Bundle }
+	| { op: "storage-create"; ref: string; certificate: string; bundle: Bundle }
+	| { op: "runtime-set"; ref: string; runtimeName: string; certificate: string; bundle: Bundle }
+	| {
+			op: "runtime-add";
+			ref: string;
+			runtimeName: string;
+			crtList: string;
+			certificate: string;
+			bundle: Bundle;
+	  }
+	| { op: "crt-list-remove"; ref: string; runtimeName: string; crtList: string }
+	| { op: "runtime-delete"; ref: string; runtimeName: string }
+	| { op: "storage-delete"; ref: string };
+
+export type ActionOp = Action["op"];
+
+export interface ActionResult {
+	action: Action;
+	ok: boolean;
+	/** The server scheduled or did a reload (Data Plane API 202 + Reload-ID). Never asked for; always reported. */
+	reloadCaused?: { reloadId?: string; reason: string };
+	/** Set when `ok` is false. */
+	error?: CertificateeError;
+	/** e.g. "storage delete answered 404: already gone". */
+	note?: string;
+}
+
+/** What a TLS handshake by SNI showed. */
+export interface ServedCertificate {
+	sni: string;
+	serial: string;
+	fingerprint: string;
+	names: string[];
+	notAfter: Date;
+}
+
+/**
+ * One HAProxy node, reached through the Data Plane API or the runtime socket.
+ * observe() lists every ref with its live metadata (storage and runtime) before anything is decided;
+ * apply() performs one write and reports what happened as a value (it throws only on programming errors);
+ * probe() completes a TLS handshake by SNI at the endpoint's probe address (undefined when none is configured).
+ */
+export interface EndpointDriver {
+	readonly name: string;
+	observe(signal: AbortSignal): Promise<EndpointObservation>;
+	apply(action: Action, signal: AbortSignal): Promise<ActionResult>;
+	probe?(sni: string, signal: AbortSignal): Promise<ServedCertificate>;
+}

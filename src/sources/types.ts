@@ -1,0 +1,54 @@
+/** Where desired certificates come from: sources that read them, issuers that make them. */
+import type { CertificateeError } from "../errors.js";
+import type { DesiredCertificate } from "../reconcile/model.js";
+
+export interface SourceProblem {
+	/** File or certificate name the problem is about. */
+	subject: string;
+	error: CertificateeError;
+}
+
+export interface SourceResult {
+	certificates: DesiredCertificate[];
+	/** Inputs that were skipped, each with its reason; valid ones are still served. */
+	problems: SourceProblem[];
+}
+
+/** A source of ready-made certificates (a directory of PEMs, ...). load() never throws for one bad file. */
+export interface Source {
+	readonly name: string;
+	load(signal: AbortSignal): Promise<SourceResult>;
+}
+
+export type KeyType = "ecdsa-p256" | "ecdsa-p384" | "rsa-2048" | "rsa-4096";
+
+export interface IssueRequest {
+	/** The certificates[].name from config. */
+	certificate: string;
+	domains: string[];
+	keyType: KeyType;
+}
+
+export interface IssuedPem {
+	certPem: string;
+	/** Intermediates, leaf-to-root. */
+	chainPem: string;
+	keyPem: string;
+}
+
+/** A suggested renewal window (ACME ARI, RFC 9773). */
+export interface RenewalWindow {
+	start: Date;
+	end: Date;
+}
+
+/**
+ * Something that issues certificates (local CA, ACME). issue() either returns a complete PEM set or
+ * throws a CertificateeError (ACME problem type and detail in the message). renewalWindow() is
+ * optional: issuers whose CA advertises ARI return its window for an issued certificate.
+ */
+export interface Issuer {
+	readonly name: string;
+	issue(request: IssueRequest, signal: AbortSignal): Promise<IssuedPem>;
+	renewalWindow?(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
+}
