@@ -27,6 +27,8 @@ export interface IssueRequest {
 	certificate: string;
 	domains: string[];
 	keyType: KeyType;
+	/** Requested lifetime in ms, for issuers that choose it (local CA); ACME CAs decide for themselves. */
+	lifetimeMs?: number;
 }
 
 export interface IssuedPem {
