@@ -10,10 +10,11 @@ import { join } from "node:path";
 import * as x509 from "@peculiar/x509";
 import { CertificateeError, describeError } from "../../errors.js";
 import { syncDir, writeFileAtomic } from "../../store/atomic-file.js";
-import type { IssuedPem, IssueRequest, Issuer, KeyType } from "../types.js";
-import type { LocalCaSource } from "./schema.js";
+import type { BuiltSource, IssuedPem, IssueRequest, Issuer, KeyType, SourceDeps } from "../types.js";
 
-export { type LocalCaSource, localCaSourceSchema } from "./schema.js";
+import { type LocalCaSource, localCaSourceSchema } from "./schema.js";
+
+export { type LocalCaSource, localCaSourceSchema };
 
 const crypto = webcrypto as Crypto;
 const CA_ALGORITHM = { name: "ECDSA", namedCurve: "P-256" } as const;
@@ -195,3 +196,12 @@ export function createLocalCaIssuer(config: LocalCaSource, deps: LocalCaDeps): L
 		},
 	};
 }
+
+/** Registration record for src/sources/registry.ts. */
+export const localCaKind = {
+	schema: localCaSourceSchema,
+	create: (config: LocalCaSource, deps: SourceDeps): BuiltSource => ({
+		role: "issuer",
+		issuer: createLocalCaIssuer(config, deps),
+	}),
+};
