@@ -16,8 +16,7 @@ const registered: { [K in keyof typeof sourceKinds]: SourceKind<K> } = sourceKin
 
 /** A kind's registration: its config schema (whose `type` is the kind's key) and a factory. */
 export interface SourceKind<K extends string> {
-	// biome-ignore lint/suspicious/noExplicitAny: the factory's parameter is checked against the schema below
-	schema: z.ZodType<{ type: K } & Record<string, unknown>, any>;
+	schema: z.ZodType<{ type: K } & Record<string, unknown>, unknown>;
 	create(config: never, deps: SourceDeps): BuiltSource;
 }
 
