@@ -9,6 +9,8 @@ import type { DesiredCertificate, EndpointDriver, ServedCertificate } from "./mo
 import { planEndpoint } from "./plan.js";
 import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
 
+const NEVER_ABORTED = new AbortController().signal;
+
 export interface EndpointJob {
 	target: string;
 	driver: EndpointDriver;
@@ -79,7 +81,8 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 				view.note = job.signal.aborted ? "stopping" : "an earlier write for this ref failed";
 				continue;
 			}
-			const result = await job.driver.apply(step.action, job.signal);
+			// A write in flight is finished even when stopping: the signal is checked between writes only.
+			const result = await job.driver.apply(step.action, NEVER_ABORTED);
 			view.result = result.ok ? "ok" : "failed";
 			if (result.note) view.note = result.note;
 			if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
