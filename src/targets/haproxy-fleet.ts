@@ -8,7 +8,7 @@ import type { CycleMode, TargetRunner } from "../reconcile/cycle.js";
 import { selectCertificates } from "../reconcile/cycle.js";
 import { processEndpoint } from "../reconcile/endpoint.js";
 import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
-import type { TargetReport } from "../reconcile/report.js";
+import type { EndpointReport, TargetReport } from "../reconcile/report.js";
 import { canonicalRef } from "./naming.js";
 
 export interface FleetOptions {
@@ -26,7 +26,31 @@ export interface FleetOptions {
 	now: () => Date;
 }
 
+/** Cycles an endpoint sits out after n consecutive failures: 0, 1, 2, 4, 8, then 8 (never forever). */
+export function cyclesToSkip(consecutiveFailures: number): number {
+	return consecutiveFailures <= 1 ? 0 : Math.min(8, 2 ** (consecutiveFailures - 2));
+}
+
 export function createFleetRunner(options: FleetOptions): TargetRunner {
+	// An endpoint that keeps failing backs off (skips cycles) without slowing the others.
+	const failures = new Map<string, { consecutive: number; skipLeft: number }>();
+	const processOne = async (
+		driver: EndpointDriver,
+		job: Omit<Parameters<typeof processEndpoint>[0], "driver">,
+	): Promise<EndpointReport> => {
+		const state = failures.get(driver.name) ?? { consecutive: 0, skipLeft: 0 };
+		if (state.skipLeft > 0) {
+			state.skipLeft -= 1;
+			return skippedReport(options.name, driver.name, state.consecutive, state.skipLeft);
+		}
+		const report = await processEndpoint({ ...job, driver });
+		if (report.ok) failures.delete(driver.name);
+		else {
+			const consecutive = state.consecutive + 1;
+			failures.set(driver.name, { consecutive, skipLeft: cyclesToSkip(consecutive) });
+		}
+		return report;
+	};
 	return {
 		name: options.name,
 		kind: options.kind,
@@ -43,9 +67,8 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			const endpoints = await Promise.all(
 				options.endpoints.map((driver) =>
 					limit(() =>
-						processEndpoint({
+						processOne(driver, {
 							target: options.name,
-							driver,
 							desired,
 							policy: options.policy,
 							storageDir: options.storageDir,
@@ -61,5 +84,29 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			);
 			return { target: options.name, kind: options.kind, endpoints };
 		},
+	};
+}
+
+function skippedReport(
+	target: string,
+	endpoint: string,
+	consecutive: number,
+	skipLeft: number,
+): EndpointReport {
+	return {
+		target,
+		endpoint,
+		ok: false,
+		error: {
+			code: "ENDPOINT_UNAVAILABLE",
+			message: `${endpoint}: skipped after ${consecutive} failed cycles in a row; tried again in ${skipLeft + 1} cycle(s)`,
+			hint: "see the earlier errors for this endpoint",
+		},
+		verdicts: [],
+		steps: [],
+		notes: [],
+		served: [],
+		refs: [],
+		durationMs: 0,
 	};
 }
