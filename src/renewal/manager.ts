@@ -22,7 +22,7 @@ import {
 } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
 import { decideRenewal, type RenewalDecision, type RenewalPolicyConfig, renewAt } from "./policy.js";
-import type { ManagedCertificate, RenewalSettings } from "./schema.js";
+import type { CertificateSpec, RenewalSettings } from "./schema.js";
 
 const DAY = 86_400_000;
 
@@ -36,7 +36,7 @@ export interface RenewalDeps {
 	store: StateStore;
 	/** Issuers by their config name. */
 	issuers: ReadonlyMap<string, Issuer>;
-	certificates: readonly ManagedCertificate[];
+	certificates: readonly CertificateSpec[];
 	settings?: Partial<RenewalSettings>;
 	log?: RenewalLogger;
 }
@@ -88,7 +88,7 @@ export async function runRenewal(deps: RenewalDeps, run: RenewalRun): Promise<Re
 	};
 }
 
-async function renewOne(deps: RenewalDeps, spec: ManagedCertificate, run: RenewalRun): Promise<Outcome> {
+async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
 	try {
 		return await renewOneUnsafe(deps, spec, run);
 	} catch (e) {
@@ -111,11 +111,7 @@ async function renewOne(deps: RenewalDeps, spec: ManagedCertificate, run: Renewa
 	}
 }
 
-async function renewOneUnsafe(
-	deps: RenewalDeps,
-	spec: ManagedCertificate,
-	run: RenewalRun,
-): Promise<Outcome> {
+async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
 	const issuer = deps.issuers.get(spec.issuer);
 	if (!issuer) {
 		throw new CertificateeError(
@@ -184,7 +180,7 @@ async function renewOneUnsafe(
 	};
 }
 
-function policyConfig(spec: ManagedCertificate, deps: RenewalDeps): RenewalPolicyConfig {
+function policyConfig(spec: CertificateSpec, deps: RenewalDeps): RenewalPolicyConfig {
 	return {
 		...(spec.renew_before !== undefined ? { renewBeforeMs: spec.renew_before } : {}),
 		...(spec.renew_fraction !== undefined ? { renewFraction: spec.renew_fraction } : {}),
@@ -193,7 +189,7 @@ function policyConfig(spec: ManagedCertificate, deps: RenewalDeps): RenewalPolic
 }
 
 function policyInput(
-	spec: ManagedCertificate,
+	spec: CertificateSpec,
 	deps: RenewalDeps,
 	state: RenewalState,
 	current: { bundle: Bundle; mismatch?: string } | undefined,
@@ -221,7 +217,7 @@ function recentOrders(state: RenewalState, now: Date, add: boolean): string[] {
 /** The newest stored certificate, parsed; a mismatch with the config (names, key type, issuer) is noted. */
 function currentBundle(
 	record: StoredRecord<CertificateRecord> | undefined,
-	spec: ManagedCertificate,
+	spec: CertificateSpec,
 	problems: SourceProblem[],
 ): { bundle: Bundle; mismatch?: string } | undefined {
 	const latest = record?.value.history[0];
@@ -262,7 +258,7 @@ type OrderResult = { ok: true; bundle: Bundle; jitter: number } | { ok: false; e
 async function order(
 	deps: RenewalDeps,
 	issuer: Issuer,
-	spec: ManagedCertificate,
+	spec: CertificateSpec,
 	record: StoredRecord<CertificateRecord> | undefined,
 	run: RenewalRun,
 ): Promise<OrderResult> {
@@ -305,7 +301,7 @@ async function order(
 	return { ok: true, bundle: loaded.bundle, jitter };
 }
 
-function issuedRecord(bundle: Bundle, spec: ManagedCertificate, now: Date): IssuedCertificate {
+function issuedRecord(bundle: Bundle, spec: CertificateSpec, now: Date): IssuedCertificate {
 	return {
 		certPem: bundle.certPem,
 		chainPem: bundle.chainPem,
@@ -323,7 +319,7 @@ function issuedRecord(bundle: Bundle, spec: ManagedCertificate, now: Date): Issu
 /** The stored certificate is desired while it is valid at `now`, even when its names no longer match. */
 function servable(
 	bundle: Bundle,
-	spec: ManagedCertificate,
+	spec: CertificateSpec,
 	now: Date,
 	problems: SourceProblem[],
 ): DesiredCertificate | undefined {
@@ -341,7 +337,7 @@ function servable(
 }
 
 function status(
-	spec: ManagedCertificate,
+	spec: CertificateSpec,
 	state: RenewalState,
 	decision: RenewalDecision,
 	ordered: RenewalDecision | undefined,

@@ -1,10 +1,10 @@
 import { z } from "zod";
-import { durationSchema } from "../duration.js";
+import { duration } from "../config/duration.js";
 
 export const keyTypeSchema = z.enum(["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-4096"]);
 
 /** One entry of the config's `certificates` list: a certificate certificatee issues and renews itself. */
-export const managedCertificateSchema = z.strictObject({
+export const certificateSpecSchema = z.strictObject({
 	/** Its name everywhere: state store key, target file name, reports. */
 	name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, '.', '_' and '-' only"),
 	/** DNS names and IP addresses it must cover; the first is the subject CN. */
@@ -13,13 +13,13 @@ export const managedCertificateSchema = z.strictObject({
 	issuer: z.string().min(1),
 	key_type: keyTypeSchema.default("ecdsa-p256"),
 	/** Renew this long before expiry; overrides renew_fraction. */
-	renew_before: durationSchema.optional(),
+	renew_before: duration.optional(),
 	/** Renew when less than this fraction of the lifetime is left (default 1/3). */
 	renew_fraction: z.number().gt(0).lt(1).optional(),
 	/** Requested lifetime, for issuers that choose it (local CA). */
-	lifetime: durationSchema.optional(),
+	lifetime: duration.optional(),
 });
-export type ManagedCertificate = z.infer<typeof managedCertificateSchema>;
+export type CertificateSpec = z.infer<typeof certificateSpecSchema>;
 
 /** The config's `renewal` block: settings shared by every managed certificate. */
 export const renewalSettingsSchema = z.strictObject({

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type RenewalDeps, type RenewalReport, runRenewal } from "../../src/renewal/manager.js";
-import { managedCertificateSchema } from "../../src/renewal/schema.js";
+import { certificateSpecSchema } from "../../src/renewal/schema.js";
 import { createLocalCaIssuer, localCaSourceSchema } from "../../src/sources/local-ca/index.js";
 import type { Issuer } from "../../src/sources/types.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
@@ -40,13 +40,13 @@ function localCa(stateDir: string): Issuer & { exportRoot(): Promise<string> } {
 	});
 }
 
-const web = managedCertificateSchema.parse({
+const web = certificateSpecSchema.parse({
 	name: "web",
 	domains: ["web.test", "www.web.test"],
 	issuer: "local",
 	lifetime: "1d",
 });
-const api = managedCertificateSchema.parse({
+const api = certificateSpecSchema.parse({
 	name: "api",
 	domains: ["api.test"],
 	issuer: "local",
@@ -155,7 +155,7 @@ describe("renewal/manager", () => {
 
 	it("reports an unknown issuer for its certificate without stopping the others", async () => {
 		const ca = localCa(join(dir, "state"));
-		const lost = managedCertificateSchema.parse({ name: "lost", domains: ["l.test"], issuer: "nowhere" });
+		const lost = certificateSpecSchema.parse({ name: "lost", domains: ["l.test"], issuer: "nowhere" });
 		const report = await cycle(deps(ca, [lost, web]), t0);
 		expect(report.certificates.map((c) => c.name)).toEqual(["web"]);
 		expect(statusOf(report, "lost").lastError?.code).toBe("CONFIG_INVALID");

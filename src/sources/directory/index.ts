@@ -9,12 +9,12 @@ import { join } from "node:path";
 import { loadBundle } from "../../certificates/index.js";
 import { CertificateeError, describeError } from "../../errors.js";
 import type { DesiredCertificate } from "../../reconcile/model.js";
-import type { BuiltSource, Source, SourceDeps, SourceProblem } from "../types.js";
+import type { Source, SourceProblem } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
-import { type DirectorySource, directorySourceSchema } from "./schema.js";
+import { type DirectorySourceConfig, directorySourceSchema } from "./schema.js";
 import { type LoadedFile, selectNewest } from "./select.js";
 
-export { type DirectorySource, directorySourceSchema };
+export { type DirectorySourceConfig, directorySourceSchema };
 
 export interface DirectorySourceDeps {
 	clock?: () => Date;
@@ -41,7 +41,7 @@ async function readCandidate(dir: string, c: Candidate, now: Date) {
 }
 
 export function createDirectorySource(
-	config: DirectorySource,
+	config: DirectorySourceConfig,
 	deps: DirectorySourceDeps = {},
 ): WatchableSource {
 	const clock = deps.clock ?? (() => new Date());
@@ -140,12 +140,3 @@ export function createDirectorySource(
 
 	return { name: config.name, load, watch };
 }
-
-/** Registration record for src/sources/registry.ts. */
-export const directoryKind = {
-	schema: directorySourceSchema,
-	create: (config: DirectorySource, deps: SourceDeps): BuiltSource => ({
-		role: "source",
-		source: createDirectorySource(config, deps.clock ? { clock: deps.clock } : {}),
-	}),
-};

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { durationSchema } from "../../duration.js";
+import { duration } from "../../config/duration.js";
 
 /** `type: directory`: certificates that another program puts in a directory, as PEM files. */
 export const directorySourceSchema = z.strictObject({
@@ -8,6 +8,6 @@ export const directorySourceSchema = z.strictObject({
 	/** The directory to read (not recursive). */
 	path: z.string().min(1),
 	/** In the daemon, how long the directory must be quiet after a change before it is read again. */
-	debounce: durationSchema.prefault("500ms"),
+	debounce: duration.prefault("500ms"),
 });
-export type DirectorySource = z.infer<typeof directorySourceSchema>;
+export type DirectorySourceConfig = z.infer<typeof directorySourceSchema>;

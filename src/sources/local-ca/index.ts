@@ -10,11 +10,11 @@ import { join } from "node:path";
 import * as x509 from "@peculiar/x509";
 import { CertificateeError, describeError } from "../../errors.js";
 import { syncDir, writeFileAtomic } from "../../store/atomic-file.js";
-import type { BuiltSource, IssuedPem, IssueRequest, Issuer, KeyType, SourceDeps } from "../types.js";
+import type { IssuedPem, IssueRequest, Issuer, KeyType } from "../types.js";
 
-import { type LocalCaSource, localCaSourceSchema } from "./schema.js";
+import { type LocalCaSourceConfig, localCaSourceSchema } from "./schema.js";
 
-export { type LocalCaSource, localCaSourceSchema };
+export { type LocalCaSourceConfig, localCaSourceSchema };
 
 const crypto = webcrypto as Crypto;
 const CA_ALGORITHM = { name: "ECDSA", namedCurve: "P-256" } as const;
@@ -82,7 +82,7 @@ async function loadCa(dir: string): Promise<Ca | undefined> {
 	return { cert: new x509.X509Certificate(certPem), certPem, key };
 }
 
-async function createCa(dir: string, config: LocalCaSource, now: Date): Promise<Ca> {
+async function createCa(dir: string, config: LocalCaSourceConfig, now: Date): Promise<Ca> {
 	const keys = (await crypto.subtle.generateKey(CA_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
 	const cert = await x509.X509CertificateGenerator.createSelfSigned(
 		{
@@ -153,7 +153,7 @@ async function issueLeaf(ca: Ca, request: IssueRequest, notBefore: Date, notAfte
 	return { certPem: cert.toString("pem"), chainPem: "", keyPem: await exportKeyPem(keys.privateKey) };
 }
 
-export function createLocalCaIssuer(config: LocalCaSource, deps: LocalCaDeps): LocalCaIssuer {
+export function createLocalCaIssuer(config: LocalCaSourceConfig, deps: LocalCaDeps): LocalCaIssuer {
 	const dir = join(deps.stateDir, "local-ca", config.name);
 	const clock = deps.clock ?? (() => new Date());
 	let ca: Promise<Ca> | undefined;
@@ -196,12 +196,3 @@ export function createLocalCaIssuer(config: LocalCaSource, deps: LocalCaDeps): L
 		},
 	};
 }
-
-/** Registration record for src/sources/registry.ts. */
-export const localCaKind = {
-	schema: localCaSourceSchema,
-	create: (config: LocalCaSource, deps: SourceDeps): BuiltSource => ({
-		role: "issuer",
-		issuer: createLocalCaIssuer(config, deps),
-	}),
-};
