@@ -46,6 +46,8 @@ export interface RenewalRun {
 	/** Uniform in [0, 1); used for the jitter drawn when a certificate is stored. */
 	random: () => number;
 	signal: AbortSignal;
+	/** Decide but never order or write (for `plan`): the status tells what a real run would do. */
+	dryRun?: boolean;
 }
 
 /** JSON-safe status of one managed certificate, for `status`, metrics and logs. */
@@ -134,7 +136,7 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 	let decision = decide();
 	let ordered: RenewalDecision | undefined;
 	let bundle = current?.bundle;
-	if (decision.action === "renew-now") {
+	if (decision.action === "renew-now" && !run.dryRun) {
 		ordered = decision;
 		// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
 		state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };

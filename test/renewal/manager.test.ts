@@ -153,6 +153,32 @@ describe("renewal/manager", () => {
 		expect(state?.value.orders).toHaveLength(5);
 	});
 
+	it("runs at most `concurrency` orders at once", async () => {
+		const ca = localCa(join(dir, "state"));
+		let inFlight = 0;
+		let peak = 0;
+		// The real local CA, slowed down so orders overlap.
+		const slow: Issuer = {
+			name: "local",
+			async issue(request, s) {
+				inFlight += 1;
+				peak = Math.max(peak, inFlight);
+				try {
+					await new Promise((r) => setTimeout(r, 40));
+					return await ca.issue(request, s);
+				} finally {
+					inFlight -= 1;
+				}
+			},
+		};
+		const specs = [1, 2, 3, 4, 5, 6].map((i) =>
+			certificateSpecSchema.parse({ name: `c${i}`, domains: [`c${i}.test`], issuer: "local" }),
+		);
+		const report = await cycle({ ...deps(slow, specs), settings: { concurrency: 2 } }, t0);
+		expect(report.certificates).toHaveLength(6);
+		expect(peak).toBe(2);
+	});
+
 	it("reports an unknown issuer for its certificate without stopping the others", async () => {
 		const ca = localCa(join(dir, "state"));
 		const lost = certificateSpecSchema.parse({ name: "lost", domains: ["l.test"], issuer: "nowhere" });
