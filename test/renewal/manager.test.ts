@@ -179,6 +179,33 @@ describe("renewal/manager", () => {
 		expect(peak).toBe(2);
 	});
 
+	it("follows the issuer's ARI window when it offers one, and the configured window when ARI fails", async () => {
+		const ca = localCa(join(dir, "state"));
+		let ari: "window" | "down" = "window";
+		// The real local CA plus a renewal window, as an ACME CA with ARI would suggest it.
+		const withAri: Issuer = {
+			name: "local",
+			issue: (request, s) => ca.issue(request, s),
+			async renewalWindow() {
+				if (ari === "down") throw new Error("renewalInfo endpoint unreachable");
+				return { start: at(2 * HOUR), end: at(3 * HOUR) };
+			},
+		};
+		const first = await cycle(deps(withAri), t0);
+		const waiting = await cycle(deps(withAri), at(HOUR));
+		expect(statusOf(waiting).decision.reason).toBe("AriWindow");
+		// The jitter stored with the certificate is the second draw, 0.25.
+		expect(Date.parse(statusOf(waiting).nextRenewalAt)).toBe(at(2.25 * HOUR).getTime());
+		ari = "down";
+		const fallback = await cycle(deps(withAri), at(3 * HOUR));
+		expect(statusOf(fallback)).toMatchObject({ ordered: false });
+		expect(statusOf(fallback).decision.reason).toBe("Scheduled");
+		ari = "window";
+		const renewed = await cycle(deps(withAri), at(3 * HOUR));
+		expect(statusOf(renewed).orderedBecause?.reason).toBe("Due");
+		expect(serialOf(renewed)).not.toBe(serialOf(first));
+	});
+
 	it("reports an unknown issuer for its certificate without stopping the others", async () => {
 		const ca = localCa(join(dir, "state"));
 		const lost = certificateSpecSchema.parse({ name: "lost", domains: ["l.test"], issuer: "nowhere" });
