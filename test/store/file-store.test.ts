@@ -1,12 +1,19 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../src/errors.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
-import { HISTORY_LIMIT, readCertificateRecord, storeIssued } from "../../src/store/records.js";
+import {
+	HISTORY_LIMIT,
+	readAcmeAccount,
+	readCertificateRecord,
+	readRenewalState,
+	storeIssued,
+	writeAcmeAccount,
+} from "../../src/store/records.js";
 
 const CHILD = join(import.meta.dirname, "store-child.ts");
 
@@ -87,6 +94,18 @@ describe("store/file-store", () => {
 		const record = await readCertificateRecord(store, "web");
 		expect(record?.value.history.map((h) => h.serial)).toEqual(["05", "04", "03"]);
 		expect(HISTORY_LIMIT).toBe(3);
+	});
+
+	it("round-trips an ACME account and reports a record of the wrong shape as STATE_CORRUPT", async () => {
+		store = await openFileStore(dir);
+		const account = { keyPem: "k", directoryUrl: "https://127.0.0.1:14000/dir", accountUrl: "https://a/1" };
+		expect(await writeAcmeAccount(store, "le", account, 0)).toBe(1);
+		expect(await readAcmeAccount(store, "le")).toEqual({ value: account, version: 1 });
+		expect((await stat(join(dir, "acme-accounts", "le.json"))).mode & 0o777).toBe(0o600);
+		await store.put("renewal/web", { failures: "many" }, 0);
+		await expect(readRenewalState(store, "web")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
+		await writeFile(join(dir, "renewal", "torn.json"), '{"version": 1, "value": {');
+		await expect(store.get("renewal/torn")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
 	});
 
 	it("refuses a second process on the same state directory with STATE_LOCKED", async () => {
