@@ -152,10 +152,11 @@ describe("store/file-store", () => {
 		store = await openFileStore(dir);
 		const keys = await store.list("round/");
 		expect(keys.length).toBeGreaterThan(0);
-		for (const key of keys) expect((await store.get(key))?.version).toBeGreaterThan(0);
+		let writes = 0;
+		for (const key of keys) writes += (await store.get(key))?.version ?? 0;
+		// Every round was killed while writing in a loop, so the versions add up to more than the rounds.
+		expect(writes).toBeGreaterThan(rounds);
 		expect((await allFiles(dir)).filter((f) => f.includes(".tmp-"))).toEqual([]);
-		console.log(
-			`kill -9 rounds: ${rounds}, temp files left by killed writers: ${tempSeen}, keys: ${keys.length}`,
-		);
+		console.log(`kill -9 rounds: ${rounds}, completed writes: ${writes}, temp files left: ${tempSeen}`);
 	});
 });
