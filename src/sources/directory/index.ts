@@ -20,11 +20,8 @@ export interface DirectorySourceDeps {
 	clock?: () => Date;
 }
 
-/** A Source that can also tell when its directory changed (debounced). */
-export interface WatchableSource extends Source {
-	/** Calls onChange once the directory has been quiet for `debounce`; returns a function that stops watching. */
-	watch(onChange: () => void): () => void;
-}
+/** A directory source always watches: onChange runs once the directory has been quiet for `debounce`. */
+export type WatchableSource = Source & Required<Pick<Source, "watch">>;
 
 async function readCandidate(dir: string, c: Candidate, now: Date) {
 	const read = (f: string) => readFile(join(dir, f));
