@@ -141,6 +141,12 @@ describe("store/file-store", () => {
 		expect(out).toContain(`pid ${process.pid}`);
 		// and in-process too
 		await expect(openFileStore(dir)).rejects.toSatisfy((e) => isCertificateeError(e, "STATE_LOCKED"));
+		// A read-only opener (plan, status) reads beside the holder but cannot write.
+		await store.put("certificates/a", { n: 1 }, 0);
+		const reader = await openFileStore(dir, { readOnly: true });
+		expect(await reader.get("certificates/a")).toEqual({ version: 1, value: { n: 1 } });
+		await expect(reader.put("certificates/a", {}, 1)).rejects.toMatchObject({ code: "STATE_LOCKED" });
+		reader.close();
 	});
 
 	it("survives kill -9 during writes: no partial file, the lock is free again, leftovers are removed", async () => {
