@@ -67,13 +67,9 @@ export function createDirectorySource(
 		const grouped = groupFiles(files);
 		const problems: SourceProblem[] = grouped.problems.map((p) => ({
 			subject: join(config.path, p.file),
-			error: new CertificateeError(
-				p.code,
-				`${join(config.path, p.file)}: ${p.message.replace(/^[^:]*: /, "")}`,
-				{
-					context: { file: join(config.path, p.file) },
-				},
-			),
+			error: new CertificateeError(p.code, `${join(config.path, p.file)}: ${p.message}`, {
+				context: { file: join(config.path, p.file) },
+			}),
 		}));
 		const loaded: LoadedFile[] = [];
 		const invalid = new Set<string>();
