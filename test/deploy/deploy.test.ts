@@ -6,9 +6,13 @@ import { createMetrics } from "../../src/metrics/index.js";
 
 const root = join(import.meta.dirname, "../..");
 const known = new Set(
-	(createMetrics().registry.getMetricsAsArray() as Array<{ name: string; type: string }>).flatMap((m) =>
-		m.type === "histogram" ? [m.name, `${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`] : [m.name],
-	),
+	createMetrics()
+		.registry.getMetricsAsArray()
+		.flatMap((m) =>
+			String(m.type) === "histogram"
+				? [m.name, `${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`]
+				: [m.name],
+		),
 );
 const metricNames = (expr: string) => [...expr.matchAll(/\bcertificatee_[a-z_]+/g)].map((m) => m[0]);
 
