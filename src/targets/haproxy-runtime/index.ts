@@ -18,7 +18,7 @@ import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
-import { readCrtDir, removeFile, writeAtomic } from "./storage.js";
+import { type CrtDirCache, readCrtDir, removeFile, writeAtomic } from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
 export { checkNameRemoval, droppedNames } from "./guard.js";
@@ -54,13 +54,14 @@ export function createRuntimeEndpoint(
 	const dirName = (config.crt_dir_name ?? config.crt_dir).replace(/\/+$/, "");
 	const runtimeName = (ref: string) => `${dirName}/${ref}`;
 	const context = { endpoint: config.name, target: config.name };
+	const fileCache: CrtDirCache = new Map();
 
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
 			signal.throwIfAborted();
 			const worker = await client.checkWorker();
 			const [files, list, lists] = await Promise.all([
-				readCrtDir(config.crt_dir),
+				readCrtDir(config.crt_dir, fileCache),
 				client.showCerts(),
 				client.showCrtLists(),
 			]);
