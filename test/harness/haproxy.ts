@@ -42,6 +42,8 @@ export interface HaproxyOptions {
 	bufsize?: number;
 	/** `stats timeout`. Default "10s" (HAProxy's default). */
 	statsTimeout?: string;
+	/** Extra configuration appended verbatim (more frontends, binds); `{dir}` is replaced by the temp dir. */
+	extraConfig?: string;
 }
 
 export interface HaproxyWorker {
@@ -141,6 +143,7 @@ function config(o: {
 	pinned: string[];
 	bufsize?: number;
 	statsTimeout: string;
+	extraConfig?: string;
 }): string {
 	const crts = [
 		`crt ${o.defaultPath}`,
@@ -165,6 +168,8 @@ function config(o: {
 		"frontend fe_tls",
 		`    bind 127.0.0.1:${o.port} ssl ${crts.join(" ")}`,
 		'    http-request return status 200 content-type text/plain string "ok\\n"',
+		"",
+		(o.extraConfig ?? "").replaceAll("{dir}", o.dir),
 		"",
 	].join("\n");
 }
@@ -220,6 +225,7 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 				pinned,
 				bufsize: options.bufsize,
 				statsTimeout: options.statsTimeout ?? "10s",
+				extraConfig: options.extraConfig,
 			}),
 		);
 		const child = spawn(HAPROXY_BIN, ["-W", "-S", `${masterSocket},mode,600`, "-f", configPath], {
