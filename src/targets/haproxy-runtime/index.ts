@@ -31,7 +31,7 @@ export interface RuntimeEndpointDeps {
 	client?: RuntimeClient;
 	/** Probe handshake timeout. Default 5000 ms. */
 	probeTimeoutMs?: number;
-	/** The clock used to refuse expired or not-yet-valid certificates before sending. */
+	/** The clock: observation times, and refusing expired or not-yet-valid certificates before sending. */
 	now?: () => Date;
 }
 
@@ -98,7 +98,7 @@ export function createRuntimeEndpoint(
 				endpoint: config.name,
 				ok: true,
 				refs: [...refs.values()].sort((x, y) => x.ref.localeCompare(y.ref)),
-				observedAt: new Date(),
+				observedAt: deps.now?.() ?? new Date(),
 				info: {
 					pid: String(worker.pid),
 					uptime_sec: String(worker.uptimeSec),

@@ -101,7 +101,12 @@ export class RuntimeClient {
 	 * once on a fresh connection when the old one closed under them. Every other command runs alone.
 	 */
 	run(command: string, options: { payload?: string; read?: boolean } = {}): Promise<string> {
-		const request = this.#request(command, options.payload);
+		let request: string;
+		try {
+			request = this.#request(command, options.payload);
+		} catch (e) {
+			return Promise.reject(e);
+		}
 		if (options.read === true && options.payload === undefined) {
 			const task = this.#barrier.then(() => this.#send(request, true));
 			const settled = task.catch(() => undefined);

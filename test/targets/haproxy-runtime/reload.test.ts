@@ -53,6 +53,11 @@ describe("targets/haproxy-runtime: the client across a deliberate reload", () =>
 		try {
 			const first = await client.checkWorker();
 			expect(first.pid).toBe(await h.workerPid());
+			// Pipelined through the master: every answer arrives, in order, for the right command.
+			const details = await Promise.all(Array.from({ length: 50 }, () => client.showCert(name)));
+			const lists = await Promise.all(Array.from({ length: 20 }, () => client.showCrtLists()));
+			expect(new Set(details.map((d) => d?.filename))).toEqual(new Set([name]));
+			expect(new Set(lists.map((l) => l.join(",")))).toEqual(new Set([[h.crtDir, h.crtListPath].join(",")]));
 			const reloaded = await h.reload();
 			const v4 = await issueTestLeaf(ca, { names: ["r.test"], serial: "2A04" });
 			const write = await updateCertificate(client, name, v4.combinedPem);

@@ -41,6 +41,7 @@ describe("targets/haproxy-runtime/socket against a real HAProxy", () => {
 			crtList: [
 				{ file: "l2.pem", pem: l2.combinedPem, sslOptions: "alpn h2,http/1.1", filters: ["l2.test"] },
 			],
+			tcpStatsSocket: true,
 		});
 		client = new RuntimeClient({ address: h.adminSocket, name: "lb-test" });
 	});
@@ -80,6 +81,16 @@ describe("targets/haproxy-runtime/socket against a real HAProxy", () => {
 		]);
 		expect(withChain?.algorithm).toBe("EC256");
 		expect(await client.showCert(join(h.crtDir, "nope.pem"))).toBeUndefined();
+	});
+
+	it("speaks the same protocol over a TCP stats socket", async () => {
+		const tcp = new RuntimeClient({ address: h.adminTcp ?? "", name: "lb-tcp" });
+		try {
+			expect((await tcp.checkWorker()).pid).toBe(await h.workerPid());
+			expect((await tcp.showCert(join(h.crtDir, "a.pem")))?.serial).toBe("1A01");
+		} finally {
+			await tcp.close();
+		}
 	});
 
 	it("reads show info and crt-lists (directory named without slash, NUL after ALPN dropped)", async () => {
