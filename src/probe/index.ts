@@ -32,7 +32,13 @@ export function parseHostPort(address: string): { host: string; port: number } {
 }
 
 export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
-	const { host, port } = parseHostPort(options.address);
+	let target: { host: string; port: number };
+	try {
+		target = parseHostPort(options.address);
+	} catch (e) {
+		return Promise.reject(e);
+	}
+	const { host, port } = target;
 	const timeoutMs = options.timeoutMs ?? 5_000;
 	const failed = (reason: string, cause?: unknown) =>
 		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${options.sni}: ${reason}`, {
