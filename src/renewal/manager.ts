@@ -305,3 +305,9 @@ function status(
 		...(state.lastError ? { lastError: state.lastError } : {}),
 	};
 }
+
+/** When the daemon should run again for renewals: the earliest next renewal time, if any certificate has one. */
+export function earliestRenewal(statuses: readonly CertificateStatus[]): Date | undefined {
+	const times = statuses.map((s) => Date.parse(s.nextRenewalAt)).filter((t) => Number.isFinite(t));
+	return times.length === 0 ? undefined : new Date(Math.min(...times));
+}

@@ -4,7 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type RenewalDeps, type RenewalReport, runRenewal } from "../../src/renewal/manager.js";
+import {
+	earliestRenewal,
+	type RenewalDeps,
+	type RenewalReport,
+	runRenewal,
+} from "../../src/renewal/manager.js";
 import { certificateSpecSchema } from "../../src/renewal/schema.js";
 import { createLocalCaIssuer, localCaSourceSchema } from "../../src/sources/local-ca/index.js";
 import type { Issuer } from "../../src/sources/types.js";
@@ -82,6 +87,9 @@ describe("renewal/manager", () => {
 		const next = Date.parse(statusOf(first).nextRenewalAt);
 		expect(next).toBeGreaterThanOrEqual(at(16 * HOUR).getTime());
 		expect(next).toBeLessThan(at(16 * HOUR + (8 * HOUR) / 3).getTime());
+		const earliest = Math.min(...first.statuses.map((s) => Date.parse(s.nextRenewalAt)));
+		expect(earliestRenewal(first.statuses)?.getTime()).toBe(earliest);
+		expect(earliestRenewal([])).toBeUndefined();
 		const stored = await readRenewalState(store, "web");
 		expect(stored?.value.renewAt).toBe(statusOf(first).nextRenewalAt);
 
