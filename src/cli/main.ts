@@ -3,6 +3,7 @@ import "reflect-metadata";
 import { Command, CommanderError, Option } from "commander";
 import { VERSION } from "../version.js";
 import { planCommand, statusCommand, syncCommand } from "./commands/cycle.js";
+import { caExportCommand, demoCommand } from "./commands/demo.js";
 import { runCommand } from "./commands/run.js";
 import { validateCommand } from "./commands/validate.js";
 import { type CommandContext, createContext, formatError, type GlobalOptions } from "./context.js";
@@ -67,8 +68,37 @@ export function buildProgram(
 			(ctx) => runCommand(ctx),
 			(c) => c,
 		],
+		[
+			"demo",
+			"run on the embedded default: a local CA, a directory and (when installed) a real HAProxy on loopback",
+			(ctx, o) =>
+				demoCommand(ctx, {
+					...(typeof o.stateDir === "string" ? { stateDir: o.stateDir } : {}),
+					...(typeof o.lifetime === "string" ? { lifetime: o.lifetime } : {}),
+				}),
+			(c) =>
+				c
+					.option(
+						"--state-dir <dir>",
+						"where the demo keeps its CA, certificates and HAProxy",
+						"./.certificatee-demo",
+					)
+					.option("--lifetime <duration>", "certificate lifetime (renewal at 1/3 left)", "90s"),
+		],
 		["version", "print the version", async (ctx) => ctx.out(VERSION), (c) => c],
 	];
+	program
+		.command("ca")
+		.description("the local CA")
+		.command("export")
+		.description("print a local-ca source's root certificate (PEM) for clients to trust")
+		.option("--source <name>", "which local-ca source (default: the first)")
+		.action((opts: Record<string, unknown>) =>
+			run(
+				(ctx) => caExportCommand(ctx, typeof opts.source === "string" ? { source: opts.source } : {}),
+				opts,
+			),
+		);
 	for (const [name, description, action, extra] of commands) {
 		extra(program.command(name).description(description)).action((opts: Record<string, unknown>) =>
 			run(action, opts),

@@ -1,0 +1,131 @@
+/**
+ * `certificatee demo`: certificatee on its embedded default. A local CA issues short-lived certificates for
+ * a few demo names; certificatee syncs them into a directory target and, when haproxy is installed, into a
+ * real HAProxy it starts on loopback, hot-swapping at each renewal (a lifetime of 90 s renews every minute).
+ */
+import { join, resolve } from "node:path";
+import type { LoadedConfig } from "../config/load.js";
+import { parseConfig } from "../config/load.js";
+import { buildEngine } from "../daemon/engine.js";
+import { runDaemon } from "../daemon/loop.js";
+import type { Logger } from "../log.js";
+import { createMetrics } from "../metrics/index.js";
+import { createLocalCaIssuer } from "../sources/local-ca/index.js";
+import { localCaSourceSchema } from "../sources/local-ca/schema.js";
+import { type DemoHaproxy, findHaproxy, freePort, startDemoHaproxy } from "./haproxy.js";
+
+export interface DemoOptions {
+	stateDir: string;
+	log: Logger;
+	out(line: string): void;
+	/** Stop after this long (tests); default: until SIGINT/SIGTERM. */
+	signals: NodeJS.EventEmitter;
+	lifetime?: string;
+}
+
+export const DEMO_CERTIFICATES = [
+	{ name: "demo-a", domains: ["a.demo.test", "www.a.demo.test"] },
+	{ name: "demo-b", domains: ["b.demo.test"] },
+];
+
+export function demoConfig(
+	stateDir: string,
+	listen: string,
+	lifetime: string,
+	haproxy?: DemoHaproxy,
+): LoadedConfig {
+	const raw = {
+		state_dir: stateDir,
+		interval: "30s",
+		listen,
+		sources: [{ name: "demo-ca", type: "local-ca", lifetime, ca_common_name: "certificatee demo CA" }],
+		certificates: DEMO_CERTIFICATES.map((c) => ({ ...c, issuer: "demo-ca" })),
+		targets: [
+			{ name: "demo-files", type: "directory", path: join(stateDir, "out"), layout: "kubernetes-tls" },
+			...(haproxy
+				? [
+						{
+							name: "demo-haproxy",
+							type: "haproxy-runtime",
+							socket: haproxy.adminSocket,
+							crt_dir: haproxy.crtDir,
+							probe: `127.0.0.1:${haproxy.port}`,
+						},
+					]
+				: []),
+		],
+	};
+	return parseConfig(raw, "(embedded default)", { env: {} });
+}
+
+export async function runDemo(options: DemoOptions): Promise<void> {
+	const stateDir = resolve(options.stateDir);
+	const lifetime = options.lifetime ?? "90s";
+	const { out, log } = options;
+	const ca = createLocalCaIssuer(
+		localCaSourceSchema.parse({ name: "demo-ca", type: "local-ca", ca_common_name: "certificatee demo CA" }),
+		{
+			stateDir,
+		},
+	);
+	const root = await ca.exportRoot();
+	const rootFile = join(stateDir, "demo-ca.pem");
+	const { writeFileSync, mkdirSync } = await import("node:fs");
+	mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+	writeFileSync(rootFile, root);
+
+	const bin = findHaproxy();
+	let haproxy: DemoHaproxy | undefined;
+	if (bin) {
+		const fallback = await ca.issue(
+			{
+				certificate: "demo-default",
+				domains: ["default.demo.test"],
+				keyType: "ecdsa-p256",
+				lifetimeMs: 86_400_000,
+			},
+			new AbortController().signal,
+		);
+		haproxy = await startDemoHaproxy(
+			bin,
+			join(stateDir, "haproxy"),
+			fallback.certPem + fallback.chainPem + fallback.keyPem,
+		);
+	} else {
+		out(
+			"haproxy is not installed: syncing into the directory target only (apt-get install haproxy to see hot swaps)",
+		);
+	}
+	const listen = `127.0.0.1:${await freePort()}`;
+	const loaded = demoConfig(stateDir, listen, lifetime, haproxy);
+	const metrics = createMetrics();
+	try {
+		await runDaemon({
+			loadConfig: () => loaded,
+			build: (config) => buildEngine(config, { log, readOnly: false, metrics }),
+			metrics,
+			log,
+			signals: options.signals,
+			onListening: (address) => {
+				out("");
+				out("certificatee demo is running (Ctrl-C stops it and everything it started)");
+				out(
+					`  certificates renew every ~${lifetime === "90s" ? "minute" : lifetime}; files in ${join(stateDir, "out")}`,
+				);
+				out(`  trust the demo CA: ${rootFile}`);
+				if (haproxy) {
+					const p = haproxy.port;
+					out(`  HAProxy on 127.0.0.1:${p}, hot-swapped without reload:`);
+					out(`    curl --cacert ${rootFile} --resolve a.demo.test:${p}:127.0.0.1 https://a.demo.test:${p}/`);
+					out(
+						`    openssl s_client -connect 127.0.0.1:${p} -servername b.demo.test </dev/null 2>/dev/null | openssl x509 -noout -serial -enddate`,
+					);
+				}
+				out(`  metrics: curl http://${address}/metrics   health: http://${address}/readyz`);
+				out("");
+			},
+		});
+	} finally {
+		await haproxy?.stop();
+	}
+}
