@@ -1,0 +1,102 @@
+/**
+ * Served-certificate probe: one TLS handshake by SNI, reporting the leaf the server presented.
+ * Verification is off on purpose: the probe reads what is served (expired, self-signed, wrong name
+ * included) so certificatee can compare it with what it pushed. Nothing is sent after the handshake.
+ */
+import type { X509Certificate } from "node:crypto";
+import { connect } from "node:tls";
+import { CertificateeError } from "../errors.js";
+import type { ServedCertificate } from "../reconcile/model.js";
+
+export interface ProbeOptions {
+	/** "host:port" ("[::1]:443" for IPv6). */
+	address: string;
+	/** Server name sent in the ClientHello. */
+	sni: string;
+	/** Optional CA bundle: when given, `verified` reports whether the chain checks out against it. */
+	ca?: string;
+	/** Default 5000 ms. */
+	timeoutMs?: number;
+	signal?: AbortSignal;
+}
+
+export interface ProbeResult extends ServedCertificate {
+	/** Only with `ca`: the served chain verified against it (names are not checked). */
+	verified?: boolean;
+}
+
+export function parseHostPort(address: string): { host: string; port: number } {
+	const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(address);
+	if (!m) throw new CertificateeError("CONFIG_INVALID", `probe address "${address}" is not host:port`);
+	return { host: m[1] ?? m[2] ?? "", port: Number(m[3]) };
+}
+
+/** Serial as uppercase even-length hex: "0abc" / "AB:CD" / "abc" all become the HAProxy form. */
+export function normaliseHexSerial(serial: string): string {
+	const clean = serial.replace(/[^0-9a-fA-F]/g, "").toUpperCase();
+	return clean.length % 2 === 1 ? `0${clean}` : clean;
+}
+
+/** DNS and IP names a certificate covers (SAN), lowercase, sorted. */
+export function certificateNames(cert: X509Certificate): string[] {
+	const names = new Set<string>();
+	for (const part of (cert.subjectAltName ?? "").split(/,\s*/)) {
+		const m = /^(DNS|IP Address):(.+)$/.exec(part.trim());
+		if (m?.[2]) names.add(m[2].toLowerCase());
+	}
+	return [...names].sort();
+}
+
+export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
+	const { host, port } = parseHostPort(options.address);
+	const timeoutMs = options.timeoutMs ?? 5_000;
+	const failed = (reason: string, cause?: unknown) =>
+		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${options.sni}: ${reason}`, {
+			context: { endpoint: options.address, certificate: options.sni, operation: "probe" },
+			retryable: true,
+			hint: "check the probe address and that the frontend listens with TLS",
+			cause,
+		});
+	return new Promise((resolve, reject) => {
+		const socket = connect({
+			host,
+			port,
+			servername: options.sni,
+			rejectUnauthorized: false,
+			ca: options.ca,
+			ALPNProtocols: ["http/1.1"],
+		});
+		const finish = (fn: () => void) => {
+			clearTimeout(timer);
+			options.signal?.removeEventListener("abort", onAbort);
+			socket.destroy();
+			fn();
+		};
+		const timer = setTimeout(
+			() => finish(() => reject(failed(`no handshake within ${timeoutMs} ms`))),
+			timeoutMs,
+		);
+		const onAbort = () => finish(() => reject(failed("aborted")));
+		options.signal?.addEventListener("abort", onAbort, { once: true });
+		socket.once("secureConnect", () => {
+			const peer = socket.getPeerX509Certificate();
+			const verified = options.ca === undefined ? undefined : socket.authorized;
+			finish(() => {
+				if (!peer) {
+					reject(failed("the server presented no certificate"));
+					return;
+				}
+				const result: ProbeResult = {
+					sni: options.sni,
+					serial: normaliseHexSerial(peer.serialNumber),
+					fingerprint: peer.fingerprint256.replaceAll(":", "").toUpperCase(),
+					names: certificateNames(peer),
+					notAfter: new Date(peer.validTo),
+				};
+				if (verified !== undefined) result.verified = verified;
+				resolve(result);
+			});
+		});
+		socket.once("error", (e) => finish(() => reject(failed(e.message, e))));
+	});
+}
