@@ -36,7 +36,8 @@ const dateTime = z.iso.datetime({ offset: true }).nullish();
 
 /** `ssl_certificate`: every property is optional; which ones are filled depends on storage vs runtime. */
 export const sslCertificateSchema = z.looseObject({
-	storage_name: z.string().optional(),
+	/** Storage: the file's basename; runtime: HAProxy's store name. Always sent. */
+	storage_name: z.string().min(1),
 	file: z.string().optional(),
 	description: z.string().optional(),
 	size: z.number().int().nullish(),
@@ -58,11 +59,8 @@ export const sslCertificateSchema = z.looseObject({
 export type SslCertificate = z.output<typeof sslCertificateSchema>;
 export const sslCertificatesSchema = z.array(sslCertificateSchema);
 
-/** A storage list item must name its file; a runtime list item its store name. */
-export const storageListSchema = z.array(
-	sslCertificateSchema.extend({ storage_name: z.string().min(1), file: z.string().optional() }),
-);
-export const runtimeListSchema = z.array(sslCertificateSchema.extend({ storage_name: z.string().min(1) }));
+export const storageListSchema = sslCertificatesSchema;
+export const runtimeListSchema = sslCertificatesSchema;
 
 export const crtListEntrySchema = z.looseObject({
 	file: z.string(),

@@ -46,7 +46,7 @@ export function checkRequest(
 	operation: Operation,
 	req: IncomingRequest,
 ): RequestVerdict | undefined {
-	const body = operation.requestBody as BodySpec | undefined;
+	const body = spec.requestBody(operation.operationId ?? "") as BodySpec | undefined;
 	const type = mediaType(req.headers["content-type"]);
 	if (body?.content !== undefined && (body.required || type !== "")) {
 		const declared = Object.keys(body.content);
@@ -57,7 +57,7 @@ export function checkRequest(
 		if (type === "multipart/form-data") {
 			const missing = (body.content[type]?.schema?.required ?? []).filter((p) => !req.fileParts.includes(p));
 			if (missing.length > 0)
-				return { status: 422, problems: [`missing file part(s) ${missing.join(", ")}`] };
+				return { status: 400, problems: [`missing file part(s) ${missing.join(", ")}`] };
 		}
 	} else if (body === undefined && type !== "" && req.body !== undefined && req.body !== "") {
 		return { status: 400, problems: [`operation takes no body, got ${type}`] };

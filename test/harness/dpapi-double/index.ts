@@ -312,7 +312,13 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 			violations.push(`request: no operation in the spec for ${method.toUpperCase()} ${url.pathname}`);
 			return send(res, record, undefined, errorBody(404, "not found"));
 		}
-		const parsed = await parseBody(req.headers, raw);
+		let parsed: ParsedBody;
+		try {
+			parsed = await parseBody(req.headers, raw);
+		} catch (e) {
+			violations.push(`${operationId} request: unreadable body (${String(e)})`);
+			return send(res, record, operation, errorBody(400, "bad request body"));
+		}
 		const incoming: IncomingRequest = {
 			method,
 			path,

@@ -31,7 +31,7 @@ export const SERVED_PATHS = [
 ] as const;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type JsonObject = { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
 
 function refsIn(value: Json, found: Set<string>): void {
 	if (Array.isArray(value)) for (const v of value) refsIn(v, found);
@@ -78,6 +78,11 @@ export interface SpecValidator {
 	api: OpenAPIBackend;
 	/** Operation for a method and a path below /v3, or undefined when the spec has none. */
 	match(method: string, path: string): Operation | undefined;
+	/**
+	 * The operation's requestBody exactly as the spec file has it: openapi-backend rewrites its copy
+	 * (it drops binary properties from `required`, which would hide a missing `file_upload` part).
+	 */
+	requestBody(operationId: string): JsonObject | undefined;
 }
 
 let loading: Promise<SpecValidator> | undefined;
@@ -86,6 +91,14 @@ let loading: Promise<SpecValidator> | undefined;
 export function loadSpecValidator(): Promise<SpecValidator> {
 	loading ??= (async () => {
 		const full = parse(readFileSync(findSpecFile(), "utf8")) as JsonObject;
+		const bodies = new Map<string, JsonObject>();
+		for (const p of SERVED_PATHS) {
+			for (const op of Object.values((full.paths as Record<string, Record<string, JsonObject>>)[p] ?? {})) {
+				if (typeof op.operationId === "string" && op.requestBody) {
+					bodies.set(op.operationId, structuredClone(op.requestBody) as JsonObject);
+				}
+			}
+		}
 		const api = new OpenAPIBackend({
 			definition: specSubset(full) as never,
 			validate: true,
@@ -100,6 +113,7 @@ export function loadSpecValidator(): Promise<SpecValidator> {
 		return {
 			api,
 			match: (method, path) => api.matchOperation({ method, path, headers: {} }),
+			requestBody: (operationId) => bodies.get(operationId),
 		};
 	})();
 	return loading;
