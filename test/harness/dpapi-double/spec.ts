@@ -3,7 +3,8 @@
  * double serves are compiled (with every component they reference, taken from the spec file unchanged):
  * compiling all 1.2 MB takes ~27 s, the subset well under a second.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { OpenAPIBackend, type Operation } from "openapi-backend";
 import { parse } from "yaml";
@@ -85,12 +86,31 @@ export interface SpecValidator {
 	requestBody(operationId: string): JsonObject | undefined;
 }
 
+/**
+ * The subset, cached as JSON in the temp directory per spec file version: parsing the 1.2 MB YAML costs
+ * 0.6-2 s, and every test file (a fresh module graph) needs it.
+ */
+function loadSubset(): JsonObject {
+	const file = findSpecFile();
+	const { size, mtimeMs } = statSync(file);
+	const cache = join(tmpdir(), `certificatee-dpapi-spec-${size}-${Math.round(mtimeMs)}.json`);
+	try {
+		return JSON.parse(readFileSync(cache, "utf8")) as JsonObject;
+	} catch {
+		const subset = specSubset(parse(readFileSync(file, "utf8")) as JsonObject);
+		const temp = `${cache}.${process.pid}`;
+		writeFileSync(temp, JSON.stringify(subset));
+		renameSync(temp, cache);
+		return subset;
+	}
+}
+
 let loading: Promise<SpecValidator> | undefined;
 
 /** Loaded once per test worker: the spec never changes during a run. */
 export function loadSpecValidator(): Promise<SpecValidator> {
 	loading ??= (async () => {
-		const full = parse(readFileSync(findSpecFile(), "utf8")) as JsonObject;
+		const full = loadSubset();
 		const bodies = new Map<string, JsonObject>();
 		for (const p of SERVED_PATHS) {
 			for (const op of Object.values((full.paths as Record<string, Record<string, JsonObject>>)[p] ?? {})) {
@@ -103,6 +123,8 @@ export function loadSpecValidator(): Promise<SpecValidator> {
 			definition: specSubset(full) as never,
 			validate: true,
 			strict: true,
+			// Validators compile on first use; the definition itself is not re-validated.
+			quick: true,
 			customizeAjv: (ajv) => {
 				ajv.addFormat("date-time", /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/);
 				ajv.addFormat("date", /^\d{4}-\d\d-\d\d$/);

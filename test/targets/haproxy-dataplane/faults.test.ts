@@ -28,6 +28,8 @@ let leaf: TestLeaf;
 let h: Haproxy;
 let double: DpapiDouble;
 let client: DataplaneClientHandle;
+/** A short timeout, for the "no answer" fault only (other tests keep 5 s: the test machine may be busy). */
+let impatient: DataplaneClientHandle;
 const clients: DataplaneClientHandle[] = [];
 const sleeps: number[] = [];
 
@@ -38,7 +40,7 @@ function newClient(extra: Record<string, unknown> = {}, url = double.url): Datap
 			url,
 			username: double.username,
 			password: double.password,
-			timeout: "400ms",
+			timeout: "5s",
 			...extra,
 		}),
 		{
@@ -58,6 +60,7 @@ beforeAll(async () => {
 	h = await startHaproxy({ crtDir: { "f.pem": leaf.combinedPem } });
 	double = await startDpapiDouble({ haproxy: h });
 	client = newClient();
+	impatient = newClient({ timeout: "300ms" });
 });
 
 afterEach(() => {
@@ -102,8 +105,9 @@ describe("targets/haproxy-dataplane/client faults", () => {
 		async (row) => {
 			const read = "getAllStorageSSLCertificates";
 			double.inject({ ...row.fault, operation: read });
+			const c = row.fault.kind === "timeout" ? impatient : client;
 			const before = double.count(read);
-			const r = await failure(client.storage.list(signal()));
+			const r = await failure(c.storage.list(signal()));
 			expect(r.code).toBe(row.code);
 			expect(r.context).toMatchObject({ endpoint: "dp-faults", operation: read });
 			if (row.status !== undefined) expect(r.context.status).toBe(row.status);
@@ -112,7 +116,7 @@ describe("targets/haproxy-dataplane/client faults", () => {
 			const write = "replaceStorageSSLCertificate";
 			double.inject({ ...row.fault, operation: write });
 			const w0 = double.count(write);
-			const w = await failure(client.storage.replace("f.pem", leaf.combinedPem, signal()));
+			const w = await failure(c.storage.replace("f.pem", leaf.combinedPem, signal()));
 			expect(w.code).toBe(row.code);
 			expect(w.context.operation).toBe(write);
 			expect(double.count(write) - w0).toBe(row.writeCalls);
