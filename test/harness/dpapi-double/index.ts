@@ -26,7 +26,8 @@ export type FaultKind =
 	| { kind: "latency"; ms: number }
 	/** Never answers (the connection stays open until the client gives up). */
 	| { kind: "timeout" }
-	| { kind: "status500" }
+	/** A 500 with this message (default "injected fault"), e.g. HAProxy's "currently locked" text. */
+	| { kind: "status500"; message?: string }
 	| { kind: "status401" }
 	/** An HTML page, as a proxy or login portal would send (status 200 unless given). */
 	| { kind: "html"; status?: number }
@@ -260,7 +261,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 			case "status500":
 				record.status = 500;
 				res.writeHead(500, { "Content-Type": "application/json" });
-				res.end(JSON.stringify({ code: 500, message: "injected fault" }));
+				res.end(JSON.stringify({ code: 500, message: fault.message ?? "injected fault" }));
 				return true;
 			case "status401":
 				record.status = 401;

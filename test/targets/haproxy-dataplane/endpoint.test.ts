@@ -114,7 +114,7 @@ describe("targets/haproxy-dataplane endpoint", () => {
 	});
 
 	it("hot-swaps a certificate (storage PUT + runtime set) with no reload, and the probe sees it", async () => {
-		const pid = await h.workerPid();
+		const worker = await h.worker();
 		const bundle = await bundleFor(["a.test"]);
 		const runtimeName = join(h.crtDir, "a.pem");
 		const before = double.counts();
@@ -133,7 +133,9 @@ describe("targets/haproxy-dataplane endpoint", () => {
 		const served = await driver.probe!("a.test", signal());
 		expect(served.serial).toBe(bundle.leaf.serial);
 		expect(served.fingerprint).toBe(bundle.leaf.fingerprint);
-		expect(await h.workerPid()).toBe(pid);
+		const after = await h.worker();
+		expect(after.pid).toBe(worker.pid);
+		expect(after.uptimeSec).toBeGreaterThanOrEqual(worker.uptimeSec);
 		expect(double.scheduledReloads).toEqual([]);
 	});
 
@@ -270,6 +272,32 @@ describe("targets/haproxy-dataplane endpoint", () => {
 		} finally {
 			await p.stop();
 		}
+	});
+
+	it("bounds the GETs in flight while observing", async () => {
+		const narrow = createDataplaneEndpoint(
+			dataplaneEndpointSchema.parse({
+				name: "narrow",
+				url: double.url,
+				username: double.username,
+				password: double.password,
+			}),
+			{ now, concurrency: 2 },
+		);
+		drivers.push(narrow);
+		for (const operation of ["getOneStorageSSLCertificate", "getCert"]) {
+			double.inject({ kind: "latency", ms: 40, operation });
+		}
+		const start = double.requests.length;
+		expect((await narrow.observe(signal())).ok).toBe(true);
+		const gets = double.requests
+			.slice(start)
+			.filter((r) => r.operation === "getOneStorageSSLCertificate" || r.operation === "getCert");
+		const overlap = (t: number) => gets.filter((r) => r.startedAt <= t && (r.endedAt ?? 0) > t).length;
+		const most = Math.max(...gets.map((r) => overlap(r.startedAt)));
+		expect(gets.length).toBeGreaterThan(4);
+		expect(most).toBeLessThanOrEqual(2);
+		expect(most).toBe(2);
 	});
 
 	it("has no probe when none is configured", () => {

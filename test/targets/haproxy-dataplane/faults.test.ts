@@ -155,6 +155,18 @@ describe("targets/haproxy-dataplane/client faults", () => {
 		expect(e.message).toContain("ECONNREFUSED");
 	});
 
+	it("retries a write that HAProxy refused because its certificate lock was held", async () => {
+		double.inject({
+			kind: "status500",
+			operation: "replaceCert",
+			times: 1,
+			message: "Can't update: Operations on certificates are currently locked!",
+		});
+		const before = double.count("replaceCert");
+		await client.runtime.replace(join(h.crtDir, "f.pem"), leaf.combinedPem, signal());
+		expect(double.count("replaceCert") - before).toBe(2);
+	});
+
 	it("answers a wrong password with ENDPOINT_AUTH and a hint", async () => {
 		const wrong = newClient({ password: "nope" });
 		const e = await failure(wrong.info(signal()));
