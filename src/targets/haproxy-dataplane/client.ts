@@ -10,6 +10,7 @@ import {
 	createHttpClient,
 	defaultRetryPolicy,
 	type Exchange,
+	expectEmpty,
 	type HttpDeps,
 	header,
 	parseBody,
@@ -193,7 +194,9 @@ export function createDataplaneClient(
 			return reload === undefined ? { certificate } : { certificate, reload };
 		};
 	const named = (base: string, name: string) => `${base}/${encodeURIComponent(name)}`;
-	const noBody = () => undefined;
+	// Runtime writes answer with an empty body; anything else (a proxy's HTML page) is not a v3 server's answer.
+	const writeEmpty = (exchange: Omit<Exchange, "read">, signal: AbortSignal) =>
+		write(exchange, (reply) => expectEmpty(endpoint, { ...exchange, read: false }, reply), signal);
 
 	const storage: StorageApi = {
 		list: async (signal) =>
@@ -223,19 +226,23 @@ export function createDataplaneClient(
 			};
 			return write(exchange, storageWrite(exchange), signal);
 		},
-		delete: (name, signal) =>
-			write(
-				{
-					operation: "deleteStorageSSLCertificate",
-					method: "DELETE",
-					path: `${named(STORAGE, name)}?skip_reload=true`,
-				},
+		delete: (name, signal) => {
+			const exchange: Exchange = {
+				operation: "deleteStorageSSLCertificate",
+				method: "DELETE",
+				path: `${named(STORAGE, name)}?skip_reload=true`,
+				read: false,
+			};
+			return write(
+				exchange,
 				(reply) => {
+					expectEmpty(endpoint, exchange, reply);
 					const reload = reloadOf(reply);
 					return reload === undefined ? {} : { reload };
 				},
 				signal,
-			),
+			);
+		},
 	};
 
 	const runtime: RuntimeApi = {
@@ -243,19 +250,17 @@ export function createDataplaneClient(
 			(await read("getAllCerts", RUNTIME, runtimeListSchema, signal)).map((item) => item.storage_name),
 		get: (name, signal) => read("getCert", named(RUNTIME, name), sslCertificateSchema, signal),
 		create: (name, pem, signal) =>
-			write(
+			writeEmpty(
 				{ operation: "createCert", method: "POST", path: RUNTIME, body: multipart(name, pem) },
-				noBody,
 				signal,
 			),
 		replace: (name, pem, signal) =>
-			write(
+			writeEmpty(
 				{ operation: "replaceCert", method: "PUT", path: named(RUNTIME, name), body: multipart(name, pem) },
-				noBody,
 				signal,
 			),
 		delete: (name, signal) =>
-			write({ operation: "deleteCert", method: "DELETE", path: named(RUNTIME, name) }, noBody, signal),
+			writeEmpty({ operation: "deleteCert", method: "DELETE", path: named(RUNTIME, name) }, signal),
 	};
 
 	const listQuery = (list: string) => `name=${encodeURIComponent(list)}`;
@@ -265,25 +270,23 @@ export function createDataplaneClient(
 		entries: (list, signal) =>
 			read("getAllCrtListEntries", `${CRT_LISTS}/entries?${listQuery(list)}`, crtListEntriesSchema, signal),
 		add: (list, entry, signal) =>
-			write(
+			writeEmpty(
 				{
 					operation: "addCrtListEntry",
 					method: "POST",
 					path: `${CRT_LISTS}/entries?${listQuery(list)}`,
 					body: { contentType: "application/json", data: JSON.stringify(entry) },
 				},
-				noBody,
 				signal,
 			),
 		delete: (list, certFile, lineNumber, signal) => {
 			const line = lineNumber === undefined ? "" : `&line_number=${lineNumber}`;
-			return write(
+			return writeEmpty(
 				{
 					operation: "deleteCrtListEntry",
 					method: "DELETE",
 					path: `${CRT_LISTS}/entries?${listQuery(list)}&cert_file=${encodeURIComponent(certFile)}${line}`,
 				},
-				noBody,
 				signal,
 			);
 		},

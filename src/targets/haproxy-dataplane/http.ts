@@ -252,6 +252,33 @@ function statusFailure(
 	};
 }
 
+function badResponse(endpoint: string, exchange: Exchange, reply: Reply, why: string, cause?: unknown) {
+	return new CertificateeError(
+		"ENDPOINT_BAD_RESPONSE",
+		`${where(endpoint, exchange)} (${reply.status}): ${why}`,
+		{
+			context: { endpoint, operation: exchange.operation, status: reply.status },
+			retryable: false,
+			hint: "is the URL a Data Plane API v3 server, and not a proxy or login page?",
+			cause,
+		},
+	);
+}
+
+/** Operations that answer without a body: anything but an empty body (or JSON) is ENDPOINT_BAD_RESPONSE. */
+export function expectEmpty(endpoint: string, exchange: Exchange, reply: Reply): void {
+	if (reply.text.trim() === "") return;
+	const type = String(reply.headers["content-type"] ?? "");
+	if (!/json/i.test(type)) {
+		throw badResponse(
+			endpoint,
+			exchange,
+			reply,
+			`expected no body, got ${type.split(";")[0] || "untyped text"}`,
+		);
+	}
+}
+
 /** Parses a JSON body and validates its shape; anything else is ENDPOINT_BAD_RESPONSE. */
 export function parseBody<S extends z.ZodType>(
 	endpoint: string,
@@ -259,14 +286,7 @@ export function parseBody<S extends z.ZodType>(
 	reply: Reply,
 	schema: S,
 ): z.output<S> {
-	const context = { endpoint, operation: exchange.operation, status: reply.status };
-	const bad = (why: string, cause?: unknown) =>
-		new CertificateeError("ENDPOINT_BAD_RESPONSE", `${where(endpoint, exchange)} (${reply.status}): ${why}`, {
-			context,
-			retryable: false,
-			hint: "is the URL a Data Plane API v3 server, and not a proxy or login page?",
-			cause,
-		});
+	const bad = (why: string, cause?: unknown) => badResponse(endpoint, exchange, reply, why, cause);
 	const type = String(reply.headers["content-type"] ?? "");
 	if (!/json/i.test(type)) throw bad(`expected JSON, got ${type.split(";")[0] || "no content type"}`);
 	let value: unknown;

@@ -123,6 +123,13 @@ describe("targets/haproxy-dataplane/client faults", () => {
 		},
 	);
 
+	it("does not take a proxy's HTML page for a runtime write's empty answer", async () => {
+		double.inject({ kind: "html", operation: "replaceCert" });
+		const e = await failure(client.runtime.replace(join(h.crtDir, "f.pem"), leaf.combinedPem, signal()));
+		expect(e.code).toBe("ENDPOINT_BAD_RESPONSE");
+		expect(e.context).toMatchObject({ operation: "replaceCert", status: 200 });
+	});
+
 	it("retries a read that fails once and returns its answer; waits with growing jittered backoff", async () => {
 		double.inject({ kind: "status500", operation: "getAllCerts", times: 2 });
 		sleeps.length = 0;
