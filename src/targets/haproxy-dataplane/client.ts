@@ -98,18 +98,7 @@ export interface ClientDeps extends Partial<HttpDeps> {
 	warn?: (fields: Record<string, unknown>, message: string) => void;
 }
 
-/**
- * The name the server stores an upload under: the extension after the last dot is kept, and every run of
- * characters outside [A-Za-z0-9_-] in the rest becomes "_" (`example.com.pem` → `example_com.pem`).
- */
-export function sanitizeStorageName(name: string): string {
-	const dot = name.lastIndexOf(".");
-	const slash = name.lastIndexOf("/");
-	const hasExt = dot > slash && dot >= 0;
-	const stem = hasExt ? name.slice(0, dot) : name;
-	const ext = hasExt ? name.slice(dot) : "";
-	return stem.replace(/[^A-Za-z0-9_-]+/g, "_") + ext;
-}
+export { sanitizeStorageName } from "../naming.js";
 
 const STORAGE = "/services/haproxy/storage/ssl_certificates";
 const RUNTIME = "/services/haproxy/runtime/ssl_certs";

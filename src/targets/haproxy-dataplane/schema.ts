@@ -3,12 +3,12 @@
  * server sends (shared/specs/dataplaneapi-v3.yaml, as the server really fills them: dpapi.md §2.3).
  */
 import { z } from "zod";
-import { durationSchema } from "../../duration.js";
+import { duration } from "../../config/duration.js";
 
 /** One Data Plane API server. `password_file` and `${ENV}` are resolved before this schema sees values. */
 export const dataplaneEndpointSchema = z.strictObject({
 	name: z.string().min(1),
-	url: z.url({ protocol: /^https?$/ }),
+	url: z.url({ protocol: /^https?$/, error: "expected an http(s) URL" }),
 	username: z.string().min(1),
 	password: z.string().min(1),
 	/** PEM bundle of CAs that sign the API's HTTPS certificate; the system store when absent. */
@@ -21,7 +21,7 @@ export const dataplaneEndpointSchema = z.strictObject({
 		.regex(/^(\[[0-9a-fA-F:]+\]|[^\s:]+):\d{1,5}$/, "expected host:port")
 		.optional(),
 	/** Per-request timeout. */
-	timeout: durationSchema.default(10_000),
+	timeout: duration.pipe(z.number().positive({ error: "timeout must be more than 0" })).prefault("10s"),
 });
 export type DataplaneEndpointConfig = z.output<typeof dataplaneEndpointSchema>;
 
@@ -29,6 +29,8 @@ export const dataplaneTargetSchema = z.strictObject({
 	name: z.string().min(1),
 	type: z.literal("haproxy-dataplane"),
 	endpoints: z.array(dataplaneEndpointSchema).min(1),
+	/** Names of the certificates[] entries this target carries; all when absent. */
+	certificates: z.array(z.string()).optional(),
 });
 export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
 
