@@ -3,8 +3,8 @@
  * Verification is off on purpose: the probe reads what is served (expired, self-signed, wrong name
  * included) so certificatee can compare it with what it pushed. Nothing is sent after the handshake.
  */
-import type { X509Certificate } from "node:crypto";
 import { connect } from "node:tls";
+import { describeCertificate, normaliseSerial } from "../certificates/index.js";
 import { CertificateeError } from "../errors.js";
 import type { ServedCertificate } from "../reconcile/model.js";
 
@@ -31,24 +31,14 @@ export function parseHostPort(address: string): { host: string; port: number } {
 	return { host: m[1] ?? m[2] ?? "", port: Number(m[3]) };
 }
 
-/** Serial as uppercase even-length hex: "0abc" / "AB:CD" / "abc" all become the HAProxy form. */
-export function normaliseHexSerial(serial: string): string {
-	const clean = serial.replace(/[^0-9a-fA-F]/g, "").toUpperCase();
-	return clean.length % 2 === 1 ? `0${clean}` : clean;
-}
-
-/** DNS and IP names a certificate covers (SAN), lowercase, sorted. */
-export function certificateNames(cert: X509Certificate): string[] {
-	const names = new Set<string>();
-	for (const part of (cert.subjectAltName ?? "").split(/,\s*/)) {
-		const m = /^(DNS|IP Address):(.+)$/.exec(part.trim());
-		if (m?.[2]) names.add(m[2].toLowerCase());
-	}
-	return [...names].sort();
-}
-
 export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
-	const { host, port } = parseHostPort(options.address);
+	let target: { host: string; port: number };
+	try {
+		target = parseHostPort(options.address);
+	} catch (e) {
+		return Promise.reject(e);
+	}
+	const { host, port } = target;
 	const timeoutMs = options.timeoutMs ?? 5_000;
 	const failed = (reason: string, cause?: unknown) =>
 		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${options.sni}: ${reason}`, {
@@ -86,12 +76,13 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 					reject(failed("the server presented no certificate"));
 					return;
 				}
+				const info = describeCertificate(peer);
 				const result: ProbeResult = {
 					sni: options.sni,
-					serial: normaliseHexSerial(peer.serialNumber),
-					fingerprint: peer.fingerprint256.replaceAll(":", "").toUpperCase(),
-					names: certificateNames(peer),
-					notAfter: new Date(peer.validTo),
+					serial: normaliseSerial(info.serial),
+					fingerprint: info.fingerprint,
+					names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
+					notAfter: info.notAfter,
 				};
 				if (verified !== undefined) result.verified = verified;
 				resolve(result);

@@ -42,6 +42,10 @@ export interface HaproxyOptions {
 	bufsize?: number;
 	/** `stats timeout`. Default "10s" (HAProxy's default). */
 	statsTimeout?: string;
+	/** Also open the admin stats socket on a free 127.0.0.1 TCP port (`adminTcp`). */
+	tcpStatsSocket?: boolean;
+	/** Extra configuration appended verbatim (more frontends, binds); `{dir}` is replaced by the temp dir. */
+	extraConfig?: string;
 }
 
 export interface HaproxyWorker {
@@ -57,6 +61,8 @@ export interface Haproxy {
 	readonly pinnedDir: string;
 	readonly adminSocket: string;
 	readonly masterSocket: string;
+	/** "127.0.0.1:<port>" of the admin stats socket over TCP, with `tcpStatsSocket`. */
+	readonly adminTcp?: string;
 	/** TLS port on 127.0.0.1. */
 	readonly port: number;
 	/** "127.0.0.1:<port>". */
@@ -141,6 +147,8 @@ function config(o: {
 	pinned: string[];
 	bufsize?: number;
 	statsTimeout: string;
+	extraConfig?: string;
+	adminTcpPort?: number;
 }): string {
 	const crts = [
 		`crt ${o.defaultPath}`,
@@ -151,6 +159,7 @@ function config(o: {
 	return [
 		"global",
 		`    stats socket unix@${join(o.dir, "admin.sock")} mode 600 level admin expose-fd listeners`,
+		...(o.adminTcpPort ? [`    stats socket ipv4@127.0.0.1:${o.adminTcpPort} level admin`] : []),
 		`    stats timeout ${o.statsTimeout}`,
 		...(o.bufsize ? [`    tune.bufsize ${o.bufsize}`] : []),
 		"    log stderr format short local0 notice",
@@ -165,6 +174,8 @@ function config(o: {
 		"frontend fe_tls",
 		`    bind 127.0.0.1:${o.port} ssl ${crts.join(" ")}`,
 		'    http-request return status 200 content-type text/plain string "ok\\n"',
+		"",
+		(o.extraConfig ?? "").replaceAll("{dir}", o.dir),
 		"",
 	].join("\n");
 }
@@ -209,6 +220,7 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 	let lastError: unknown;
 	for (let attempt = 0; attempt < 3; attempt++) {
 		const port = await freePort();
+		const adminTcpPort = options.tcpStatsSocket ? await freePort() : undefined;
 		await writeFile(
 			configPath,
 			config({
@@ -220,6 +232,8 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 				pinned,
 				bufsize: options.bufsize,
 				statsTimeout: options.statsTimeout ?? "10s",
+				extraConfig: options.extraConfig,
+				adminTcpPort,
 			}),
 		);
 		const child = spawn(HAPROXY_BIN, ["-W", "-S", `${masterSocket},mode,600`, "-f", configPath], {
@@ -227,7 +241,17 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 			stdio: ["ignore", "pipe", "pipe"],
 		});
 		try {
-			return await ready({ child, dir, port, crtDir, crtListPath, pinnedDir, adminSocket, masterSocket });
+			const instance = await ready({
+				child,
+				dir,
+				port,
+				crtDir,
+				crtListPath,
+				pinnedDir,
+				adminSocket,
+				masterSocket,
+			});
+			return adminTcpPort ? { ...instance, adminTcp: `127.0.0.1:${adminTcpPort}` } : instance;
 		} catch (e) {
 			lastError = e;
 			await kill(child);

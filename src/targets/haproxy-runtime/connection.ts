@@ -1,7 +1,8 @@
 /**
  * One persistent prompt-mode connection to HAProxy's CLI (worker stats socket or master CLI).
- * Framing: every answer ends with the prompt (`> `, `master> `, `<pid>> `); that is the only robust
- * delimiter, so exactly one command is outstanding at a time. Leading `+ ` continuation prompts are
+ * Framing: every answer ends with the prompt (`> `, `master> `, `<pid>> `) at the start of a line; that is
+ * the only robust delimiter. HAProxy answers requests in order, so several one-line requests may be in
+ * flight (pipelining); the owner sends payload requests alone. Leading `+ ` continuation prompts are
  * stripped. The connection closes itself on EOF (HAProxy's `stats timeout`, a reload) and on timeouts;
  * the owner reconnects.
  */
@@ -18,8 +19,8 @@ export function parseAddress(address: string): { path: string } | { host: string
 	return { path: address };
 }
 
-// End of an answer: the prompt at the very end, at the start of a line.
-const PROMPT = /(?:^|\n)(?:master|\d+)?(?:\[[^\]\n]*\])?> $/;
+// End of an answer: the prompt, at the start of a line.
+const PROMPT = /(?:^|\n)(?:master|\d+)?(?:\[[^\]\n]*\])?> /;
 
 interface Pending {
 	resolve(text: string): void;
@@ -32,7 +33,8 @@ export class Connection {
 	readonly #decoder = new StringDecoder("utf8");
 	readonly #endpoint: string;
 	#buffer = "";
-	#pending: Pending | undefined;
+	/** Requests in flight, oldest first. */
+	readonly #pending: Pending[] = [];
 	#closed = false;
 
 	private constructor(socket: Socket, endpoint: string) {
@@ -72,16 +74,19 @@ export class Connection {
 		return this.#closed;
 	}
 
+	/** Requests written and not answered yet. */
+	get inFlight(): number {
+		return this.#pending.length;
+	}
+
 	/** Writes one request and resolves with its answer (prompt and `+ ` prefixes removed). */
 	send(request: string, timeoutMs: number): Promise<string> {
 		if (this.#closed) return Promise.reject(unavailable(this.#endpoint, "connection already closed"));
-		if (this.#pending) return Promise.reject(new Error("Connection.send: a command is already outstanding"));
 		return new Promise<string>((resolve, reject) => {
 			const timer = setTimeout(() => {
 				this.#fail(`no answer within ${timeoutMs} ms`, "ENDPOINT_TIMEOUT");
 			}, timeoutMs);
-			this.#pending = { resolve, reject, timer };
-			this.#buffer = "";
+			this.#pending.push({ resolve, reject, timer });
 			this.#socket.write(request);
 		});
 	}
@@ -93,26 +98,29 @@ export class Connection {
 
 	#onData(chunk: Buffer): void {
 		this.#buffer += this.#decoder.write(chunk);
-		const pending = this.#pending;
-		if (!pending) return;
-		const match = PROMPT.exec(this.#buffer);
-		if (!match) return;
-		const answer = this.#buffer.slice(0, match.index + (match[0].startsWith("\n") ? 1 : 0));
-		this.#buffer = "";
-		this.#pending = undefined;
-		clearTimeout(pending.timer);
-		pending.resolve(stripContinuationPrompts(answer));
+		for (;;) {
+			const match = PROMPT.exec(this.#buffer);
+			if (!match) return;
+			const answer = this.#buffer.slice(0, match.index + (match[0].startsWith("\n") ? 1 : 0));
+			this.#buffer = this.#buffer.slice(match.index + match[0].length);
+			const pending = this.#pending.shift();
+			if (!pending) {
+				this.#fail("HAProxy sent an answer nobody asked for");
+				return;
+			}
+			clearTimeout(pending.timer);
+			pending.resolve(stripContinuationPrompts(answer));
+		}
 	}
 
 	#fail(reason: string, code: "ENDPOINT_UNAVAILABLE" | "ENDPOINT_TIMEOUT" = "ENDPOINT_UNAVAILABLE"): void {
 		const wasClosed = this.#closed;
 		this.#closed = true;
 		if (!wasClosed) this.#socket.destroy();
-		const pending = this.#pending;
-		if (!pending) return;
-		this.#pending = undefined;
-		clearTimeout(pending.timer);
-		pending.reject(unavailable(this.#endpoint, reason, code));
+		for (const pending of this.#pending.splice(0)) {
+			clearTimeout(pending.timer);
+			pending.reject(unavailable(this.#endpoint, reason, code));
+		}
 	}
 }
 

@@ -2,9 +2,7 @@
  * Pure parsing of HAProxy runtime API (CLI) answers, as measured on 2.6.12 and 3.2
  * (../shared/research/haproxy-runtime.md §3). No I/O: text in, typed data or a verdict out.
  */
-import { normaliseHexSerial as normaliseSerial } from "../../probe/index.js";
-
-export { normaliseSerial };
+import { normaliseSerial } from "../../certificates/index.js";
 
 /** One entry of `show ssl cert` (list). */
 export interface CertList {

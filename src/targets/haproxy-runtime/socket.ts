@@ -67,7 +67,10 @@ export class RuntimeClient {
 	readonly #options: Required<Omit<RuntimeClientOptions, "name">>;
 	#connection: Connection | undefined;
 	#connecting: Promise<Connection> | undefined;
-	#queue: Promise<unknown> = Promise.resolve();
+	/** The last command that runs alone (writes, payloads); reads queue behind it. */
+	#barrier: Promise<unknown> = Promise.resolve();
+	/** Reads in flight since the barrier: pipelined on the one connection. */
+	readonly #reads = new Set<Promise<unknown>>();
 	#writeQueue: Promise<unknown> = Promise.resolve();
 	#worker: WorkerIdentity | undefined;
 	#reloads = 0;
@@ -93,13 +96,28 @@ export class RuntimeClient {
 
 	/**
 	 * Runs one command and returns its answer (without prompt). `payload` is sent after `<<` and ended
-	 * with an empty line; it must not contain empty lines. Read-only commands may set `retry` to be
-	 * re-sent once on a fresh connection when the old one was closed under them.
+	 * with an empty line; it must not contain empty lines. `read: true` marks a read-only command: reads
+	 * are pipelined (written without waiting for earlier answers, HAProxy answers in order) and re-sent
+	 * once on a fresh connection when the old one closed under them. Every other command runs alone.
 	 */
-	run(command: string, options: { payload?: string; retry?: boolean } = {}): Promise<string> {
-		const request = this.#request(command, options.payload);
-		const task = this.#queue.then(() => this.#send(request, options.retry ?? false));
-		this.#queue = task.catch(() => undefined);
+	run(command: string, options: { payload?: string; read?: boolean } = {}): Promise<string> {
+		let request: string;
+		try {
+			request = this.#request(command, options.payload);
+		} catch (e) {
+			return Promise.reject(e);
+		}
+		if (options.read === true && options.payload === undefined) {
+			const task = this.#barrier.then(() => this.#send(request, true));
+			const settled = task.catch(() => undefined);
+			this.#reads.add(settled);
+			void settled.then(() => this.#reads.delete(settled));
+			return task;
+		}
+		const prior = [this.#barrier, ...this.#reads];
+		this.#reads.clear();
+		const task = Promise.all(prior).then(() => this.#send(request, false));
+		this.#barrier = task.catch(() => undefined);
 		return task;
 	}
 
@@ -115,19 +133,19 @@ export class RuntimeClient {
 	 * master now routes to a new one. Returns the current worker. Cheap (one `show info`).
 	 */
 	async checkWorker(): Promise<WorkerIdentity> {
-		const seen = identity(parseInfo(await this.run("show info", { retry: true })));
+		const seen = identity(parseInfo(await this.run("show info", { read: true })));
 		const known = this.#worker;
 		if (seen.stopping || (known !== undefined && known.pid !== seen.pid)) {
 			this.#connection?.close();
 			this.#connection = undefined;
-			if (seen.stopping) await this.run("show info", { retry: true });
+			if (seen.stopping) await this.run("show info", { read: true });
 			else this.#noteWorker(seen);
 		}
 		return this.#worker ?? seen;
 	}
 
 	async close(): Promise<void> {
-		await this.#queue;
+		await Promise.all([this.#barrier, ...this.#reads]);
 		this.#connection?.close();
 		this.#connection = undefined;
 	}
@@ -135,7 +153,7 @@ export class RuntimeClient {
 	// --- typed operations -------------------------------------------------------------------------------
 
 	async showInfo(): Promise<Record<string, string>> {
-		return parseInfo(await this.run("show info", { retry: true }));
+		return parseInfo(await this.run("show info", { read: true }));
 	}
 
 	/** `show ssl cert`: every name in the in-memory store, and the open transaction if any. */
@@ -307,11 +325,11 @@ export class RuntimeClient {
 		payload: string | undefined,
 		subject: string,
 		check: (text: string) => string | undefined,
-		retry = false,
+		read = false,
 	): Promise<string> {
 		const operation = command.split(" ").slice(0, 3).join(" ");
 		for (let attempt = 1; ; attempt++) {
-			const text = await this.run(command, { payload, retry });
+			const text = await this.run(command, { payload, read });
 			if (isLocked(text)) {
 				if (attempt >= this.#options.lockAttempts) {
 					throw new CertificateeError(

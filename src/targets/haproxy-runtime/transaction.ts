@@ -4,8 +4,9 @@
  * worker change during the write is reported as RUNTIME_RELOADED (the write reached a stopping worker).
  */
 import { X509Certificate } from "node:crypto";
+import { normaliseSerial } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
-import { type CertDetail, normalisePem, normaliseSerial } from "./parse.js";
+import { type CertDetail, normalisePem } from "./parse.js";
 import type { CrtListEntryOptions, RuntimeClient } from "./socket.js";
 
 /** What HAProxy holds after a verified write. */

@@ -41,6 +41,8 @@ describe("targets/haproxy-runtime/socket against a real HAProxy", () => {
 			crtList: [
 				{ file: "l2.pem", pem: l2.combinedPem, sslOptions: "alpn h2,http/1.1", filters: ["l2.test"] },
 			],
+			tcpStatsSocket: true,
+			extraConfig: "global\n    stats socket unix@{dir}/operator.sock mode 600 level operator",
 		});
 		client = new RuntimeClient({ address: h.adminSocket, name: "lb-test" });
 	});
@@ -80,6 +82,27 @@ describe("targets/haproxy-runtime/socket against a real HAProxy", () => {
 		]);
 		expect(withChain?.algorithm).toBe("EC256");
 		expect(await client.showCert(join(h.crtDir, "nope.pem"))).toBeUndefined();
+	});
+
+	it("speaks the same protocol over a TCP stats socket", async () => {
+		const tcp = new RuntimeClient({ address: h.adminTcp ?? "", name: "lb-tcp" });
+		try {
+			expect((await tcp.checkWorker()).pid).toBe(await h.workerPid());
+			expect((await tcp.showCert(join(h.crtDir, "a.pem")))?.serial).toBe("1A01");
+		} finally {
+			await tcp.close();
+		}
+	});
+
+	it("reports 'Permission denied' on an operator-level socket as a failed command with a hint", async () => {
+		const operator = new RuntimeClient({ address: join(h.dir, "operator.sock"), name: "lb-operator" });
+		try {
+			const err = await operator.showCrtLists().catch((e: unknown) => e);
+			expect(isCertificateeError(err, "RUNTIME_COMMAND_FAILED")).toBe(true);
+			expect(isCertificateeError(err) && err.hint).toMatch(/level admin/);
+		} finally {
+			await operator.close();
+		}
 	});
 
 	it("reads show info and crt-lists (directory named without slash, NUL after ALPN dropped)", async () => {
