@@ -3,7 +3,7 @@
  * it is served, and the response (status declared, content type, body schema) before it is sent.
  * Problems come back as sentences; the double records them and tests assert there are none.
  */
-import type { Operation } from "openapi-backend";
+import { type Operation, SetMatchType } from "openapi-backend";
 import type { SpecValidator } from "./spec.js";
 
 export interface IncomingRequest {
@@ -80,12 +80,20 @@ export function checkResponse(
 	spec: SpecValidator,
 	operation: Operation,
 	status: number,
-	contentType: string | undefined,
+	headers: Record<string, string>,
 	body: unknown,
 ): string[] {
 	const responses = (operation.responses ?? {}) as Record<string, ResponseSpec>;
 	const declared = responses[String(status)] ?? responses.default;
 	if (declared === undefined) return [`status ${status} is not declared`];
+	const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+	// Headers the spec declares for this status (Reload-ID on a 202, Configuration-Version) must be sent.
+	const headerCheck = spec.api.validateResponseHeaders(lower, operation, {
+		statusCode: status,
+		setMatchType: SetMatchType.Superset,
+	});
+	if (!headerCheck.valid) return describe(headerCheck.errors).map((p) => `status ${status} headers: ${p}`);
+	const contentType = lower["content-type"];
 	if (declared.content === undefined) {
 		return body === undefined ? [] : [`status ${status} declares no body, but one was sent`];
 	}

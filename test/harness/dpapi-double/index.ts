@@ -236,7 +236,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		if (body !== undefined) headers["Content-Type"] = "application/json";
 		if (answer.status === 401) headers["WWW-Authenticate"] = 'Basic realm="API"';
 		if (operation) {
-			for (const p of checkResponse(spec, operation, answer.status, headers["Content-Type"], answer.body)) {
+			for (const p of checkResponse(spec, operation, answer.status, headers, answer.body)) {
 				violations.push(`${operation.operationId} response: ${p}`);
 			}
 		}
