@@ -193,7 +193,9 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 	const username = options.username ?? "admin";
 	const password = options.password ?? "double-password";
 	const expectedAuth = `Basic ${Buffer.from(`${username}:${password}`).toString("base64")}`;
-	const client = new RuntimeClient({ address: options.haproxy.masterSocket, master: true, name: "double" });
+	// The worker's admin socket, with the client's own reload detection before each request: the master
+	// socket is briefly absent while the master re-executes itself on a reload.
+	const client = new RuntimeClient({ address: options.haproxy.adminSocket, name: "double" });
 	let reloadCounter = 0;
 	const scheduledReloads: string[] = [];
 	const ctx: DoubleContext = {
@@ -334,6 +336,10 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 			return send(res, record, operation, errorBody(verdict.status, verdict.problems.join("; ")));
 		}
 		const params = spec.api.router.parseRequest(incoming, operation).params as Record<string, string>;
+		if (operationId !== "getInfo") {
+			// A reload leaves an open connection talking to the old worker: reconnect to the current one.
+			await client.checkWorker().catch(() => undefined);
+		}
 		const route = routes[operationId];
 		if (!route)
 			return send(res, record, operation, errorBody(501, `${operationId} not served by the double`));
