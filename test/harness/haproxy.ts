@@ -74,7 +74,8 @@ export interface Haproxy {
 	workerPid(): Promise<number>;
 	/** One command on a fresh admin-socket connection (non-interactive). */
 	command(line: string): Promise<string>;
-	/** Reloads on purpose (master CLI `reload`) and waits until a new worker answers. Returns it. */
+	/** Reloads on purpose (SIGUSR2 to the master, as the master CLI's `reload`) and waits until a new worker
+	 * answers on the admin socket, the TLS port and the master CLI. Returns it. */
 	reload(): Promise<HaproxyWorker>;
 	/** True while the master process runs. */
 	alive(): boolean;
@@ -325,10 +326,13 @@ async function ready(p: {
 		"worker start",
 		async () => {
 			exitedEarly();
-			await readWorker(p.adminSocket);
+			const worker = await readWorker(p.adminSocket);
 			await tcpReady(p.port);
+			if (!(await socketCommand(p.masterSocket, "show proc")).includes(String(worker.pid))) {
+				throw new Error("master CLI not ready");
+			}
 		},
-		15_000,
+		20_000,
 		log,
 	).catch((e) => {
 		exitedEarly();
@@ -353,7 +357,9 @@ async function ready(p: {
 		log,
 		async reload() {
 			const before = await readWorker(p.adminSocket);
-			await socketCommand(p.masterSocket, "reload").catch(() => "");
+			// SIGUSR2 to the master is what `reload` on the master CLI does, without depending on that
+			// socket (the master re-executes itself on reload and refuses connections meanwhile).
+			process.kill(p.child.pid ?? 0, "SIGUSR2");
 			return waitFor(
 				"reload",
 				async () => {
@@ -361,9 +367,12 @@ async function ready(p: {
 					const now = await readWorker(p.adminSocket);
 					if (now.pid === before.pid) throw new Error("still the old worker");
 					await tcpReady(p.port);
+					// The master CLI is back too, and knows the new worker.
+					const proc = await socketCommand(p.masterSocket, "show proc");
+					if (!proc.includes(String(now.pid))) throw new Error("master CLI not ready");
 					return now;
 				},
-				15_000,
+				20_000,
 				log,
 			);
 		},

@@ -13,7 +13,7 @@
  * - `exclusive()` serialises multi-command certificate writes (HAProxy has one transaction per process).
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { CertificateeError, scrubSecrets } from "../../errors.js";
+import { CertificateeError, isCertificateeError, scrubSecrets } from "../../errors.js";
 import { Connection } from "./connection.js";
 import {
 	type CertDetail,
@@ -41,7 +41,8 @@ export interface RuntimeClientOptions {
 	timeoutMs?: number;
 	/** HAProxy's tune.bufsize: requests of this size or more are refused. Default 16384. */
 	bufsize?: number;
-	/** Attempts while HAProxy answers "Operations on certificates are currently locked!". Default 8. */
+	/** Attempts while HAProxy answers "Operations on certificates are currently locked!" (backoff from
+	 * 10 ms doubling to 500 ms, jittered). Default 10: about 2 s in all. */
 	lockAttempts?: number;
 }
 
@@ -60,6 +61,8 @@ export interface CrtListEntryOptions {
 	filters?: string[];
 }
 
+// 100 + 200 + 400 + 800 ms between attempts: rides out a master re-exec, fails fast enough when down.
+const CONNECT_ATTEMPTS = 5;
 const SAFE_NAME = /^[^\s\0<>;#]+$/;
 
 export class RuntimeClient {
@@ -82,7 +85,7 @@ export class RuntimeClient {
 			master: options.master ?? false,
 			timeoutMs: options.timeoutMs ?? 10_000,
 			bufsize: options.bufsize ?? 16_384,
-			lockAttempts: options.lockAttempts ?? 8,
+			lockAttempts: options.lockAttempts ?? 10,
 		};
 	}
 
@@ -296,7 +299,7 @@ export class RuntimeClient {
 		if (this.#connection && !this.#connection.closed) return this.#connection;
 		this.#connection = undefined;
 		this.#connecting ??= (async () => {
-			const connection = await Connection.open(this.#options.address, this.name, this.#options.timeoutMs);
+			const connection = await this.#open();
 			const prefix = this.#options.master ? "@1 " : "";
 			try {
 				this.#noteWorker(
@@ -312,6 +315,18 @@ export class RuntimeClient {
 			this.#connecting = undefined;
 		});
 		return this.#connecting;
+	}
+
+	/** Connects, retrying briefly: during a reload the master re-executes itself and refuses connections. */
+	async #open(): Promise<Connection> {
+		for (let attempt = 1; ; attempt++) {
+			try {
+				return await Connection.open(this.#options.address, this.name, this.#options.timeoutMs);
+			} catch (e) {
+				if (attempt >= CONNECT_ATTEMPTS || !isCertificateeError(e, "ENDPOINT_UNAVAILABLE")) throw e;
+				await sleep(50 * 2 ** attempt);
+			}
+		}
 	}
 
 	#noteWorker(seen: WorkerIdentity): void {
