@@ -3,15 +3,21 @@
  * what really happened. Endpoint failures are values (ok: false); a 202 is a reload caused, never hidden.
  */
 import { basename } from "node:path";
-import { combinedPem } from "../../certificates/bundle.js";
+import { bundleNames, combinedPem } from "../../certificates/bundle.js";
+import { checkBundle } from "../../certificates/check.js";
 import type { Bundle } from "../../certificates/types.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import type { Action, ActionResult } from "../../reconcile/model.js";
+import { checkNameRemoval } from "../haproxy-runtime/guard.js";
 import type { DataplaneClient, ReloadCaused } from "./client.js";
+import { runtimeMeta } from "./observe.js";
 
 export interface ApplyContext {
 	endpoint: string;
 	client: DataplaneClient;
+	now: () => Date;
+	/** The target's allow_name_removal. */
+	allowNameRemoval: boolean;
 	/** Told about every reload a server caused (the reason says which write). */
 	warn?: (fields: Record<string, unknown>, message: string) => void;
 }
@@ -73,8 +79,36 @@ async function runtimeAdd(
 		: { note: `HAProxy knows it as ${name}: the Data Plane API keeps only the basename of runtime names` };
 }
 
+/**
+ * HAProxy (and the storage check) accept expired or broken certificates, and a bad storage file breaks every
+ * later reload: every bundle is checked before it is sent.
+ */
+function refuseUnsendable(ctx: ApplyContext, action: Action): void {
+	if (!("bundle" in action)) return;
+	const problem = checkBundle(action.bundle, { source: `${ctx.endpoint} ${action.ref}`, now: ctx.now() })[0];
+	if (problem) throw problem;
+}
+
+/** HAProxy recomputes SNI names from the new certificate: refuse one that stops covering a served name. */
+async function refuseDroppedNames(
+	ctx: ApplyContext,
+	action: Extract<Action, { op: "runtime-set" }>,
+	signal: AbortSignal,
+): Promise<void> {
+	const current = runtimeMeta(await ctx.client.runtime.get(action.runtimeName, signal)).names ?? [];
+	const refused = checkNameRemoval({
+		current,
+		next: bundleNames(action.bundle),
+		allowNameRemoval: ctx.allowNameRemoval,
+		endpoint: ctx.endpoint,
+		ref: action.ref,
+	});
+	if (refused) throw refused;
+}
+
 async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): Promise<Outcome> {
 	const { client } = ctx;
+	refuseUnsendable(ctx, action);
 	switch (action.op) {
 		case "storage-replace": {
 			const written = await client.storage.replace(action.ref, combinedPem(action.bundle), signal);
@@ -89,6 +123,7 @@ async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): 
 			};
 		}
 		case "runtime-set":
+			await refuseDroppedNames(ctx, action, signal);
 			await client.runtime.replace(action.runtimeName, combinedPem(action.bundle), signal);
 			await verifyRuntime(ctx, action.runtimeName, action.bundle, signal);
 			return {};

@@ -22,6 +22,8 @@ export {
 
 export interface DataplaneEndpointDeps extends ClientDeps {
 	now(): Date;
+	/** The target's allow_name_removal (default false). */
+	allowNameRemoval?: boolean;
 	/** GETs in flight during observe(). Default 8. */
 	concurrency?: number;
 }
@@ -63,7 +65,17 @@ export function createDataplaneEndpoint(
 		name: endpoint,
 		observe,
 		apply: (action, signal) =>
-			applyAction({ endpoint, client, ...(deps.warn ? { warn: deps.warn } : {}) }, action, signal),
+			applyAction(
+				{
+					endpoint,
+					client,
+					now: deps.now,
+					allowNameRemoval: deps.allowNameRemoval ?? false,
+					...(deps.warn ? { warn: deps.warn } : {}),
+				},
+				action,
+				signal,
+			),
 		close: () => client.close(),
 	};
 	const address = config.probe;

@@ -31,6 +31,8 @@ export const dataplaneTargetSchema = z.strictObject({
 	endpoints: z.array(dataplaneEndpointSchema).min(1),
 	/** Names of the certificates[] entries this target carries; all when absent. */
 	certificates: z.array(z.string()).optional(),
+	/** Allow a runtime update whose certificate no longer covers a name the served one covers. */
+	allow_name_removal: z.boolean().default(false),
 });
 export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
 

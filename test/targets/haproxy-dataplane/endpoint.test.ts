@@ -13,7 +13,8 @@ import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/i
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 
 const signal = () => AbortSignal.timeout(20_000);
-const now = () => new Date("2026-11-30T10:00:00Z");
+// Test certificates are made with the real clock, so the driver gets it too.
+const now = () => new Date();
 
 let ca: TestIssuer;
 let h: Haproxy;
@@ -214,6 +215,50 @@ describe("targets/haproxy-dataplane endpoint", () => {
 		];
 		expect(removed.map((r) => r.ok)).toEqual([true, true]);
 		expect((await driver.probe!("new.test", signal())).names).toEqual(["default.invalid"]);
+	});
+
+	it("refuses an expired certificate before sending anything", async () => {
+		const leaf = await issueTestLeaf(ca, {
+			names: ["a.test"],
+			notBefore: new Date(Date.now() - 20 * 86_400_000),
+			notAfter: new Date(Date.now() - 86_400_000),
+		});
+		const bundle = parseBundle({ combined: leaf.combinedPem }, { source: "expired" });
+		const before = double.counts();
+		const r = await driver.apply({ op: "storage-replace", ref: "a.pem", certificate: "a", bundle }, signal());
+		expect(r.ok).toBe(false);
+		expect(r.error?.code).toBe("BUNDLE_EXPIRED");
+		expect(double.counts()).toEqual(before);
+	});
+
+	it("refuses a runtime update that would stop serving a name, unless allowed", async () => {
+		const runtimeName = join(h.crtDir, "b.pem");
+		const narrower = await bundleFor(["other.test"]);
+		const before = double.count("replaceCert");
+		const r = await driver.apply(
+			{ op: "runtime-set", ref: "b.pem", runtimeName, certificate: "b", bundle: narrower },
+			signal(),
+		);
+		expect(r.ok).toBe(false);
+		expect(r.error?.code).toBe("UPDATE_DROPS_NAMES");
+		expect(r.error?.message).toContain("b.test");
+		expect(double.count("replaceCert")).toBe(before);
+
+		const permissive = createDataplaneEndpoint(
+			dataplaneEndpointSchema.parse({
+				name: "lenient",
+				url: double.url,
+				username: double.username,
+				password: double.password,
+			}),
+			{ now, allowNameRemoval: true },
+		);
+		drivers.push(permissive);
+		const allowed = await permissive.apply(
+			{ op: "runtime-set", ref: "b.pem", runtimeName, certificate: "b", bundle: narrower },
+			signal(),
+		);
+		expect(allowed.ok).toBe(true);
 	});
 
 	it("notes the name the server really stored under", async () => {
