@@ -2,17 +2,13 @@
 import "reflect-metadata";
 import { Command, CommanderError, Option } from "commander";
 import { VERSION } from "../version.js";
+import { planCommand, statusCommand, syncCommand } from "./commands/cycle.js";
+import { runCommand } from "./commands/run.js";
 import { validateCommand } from "./commands/validate.js";
 import { type CommandContext, createContext, formatError, type GlobalOptions } from "./context.js";
 import { EXIT, ExitError } from "./exit.js";
 
 type Action = (ctx: CommandContext, options: Record<string, unknown>) => Promise<void>;
-
-function notYet(what: string): Action {
-	return async () => {
-		throw new ExitError(EXIT.error, `certificatee ${what} is not available in this build yet`);
-	};
-}
 
 export function buildProgram(
 	run: (action: Action, options: Record<string, unknown>) => Promise<void>,
@@ -50,17 +46,27 @@ export function buildProgram(
 		[
 			"plan",
 			"show what a sync would do, writing nothing (exit 2 when changes are pending)",
-			notYet("plan"),
+			(ctx) => planCommand(ctx),
 			(c) => c,
 		],
 		[
 			"sync",
 			"run one full cycle and exit",
-			notYet("sync"),
+			(ctx) => syncCommand(ctx),
 			(c) => c.option("--once", "one cycle (the default)"),
 		],
-		["status", "show every certificate, endpoint and ref, read live", notYet("status"), (c) => c],
-		["run", "run the daemon: a cycle every interval, metrics and health on listen", notYet("run"), (c) => c],
+		[
+			"status",
+			"show every certificate, endpoint and ref, read live",
+			(ctx, o) => statusCommand(ctx, typeof o.endpoint === "string" ? { endpoint: o.endpoint } : {}),
+			(c) => c.option("--endpoint <name>", "per-endpoint detail"),
+		],
+		[
+			"run",
+			"run the daemon: a cycle every interval, metrics and health on listen",
+			(ctx) => runCommand(ctx),
+			(c) => c,
+		],
 		["version", "print the version", async (ctx) => ctx.out(VERSION), (c) => c],
 	];
 	for (const [name, description, action, extra] of commands) {

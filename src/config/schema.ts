@@ -1,6 +1,6 @@
 /** The configuration file's schema: the top level here, each kind's options in its own folder. */
 import { z } from "zod";
-import { certificateSpecSchema } from "../renewal/schema.js";
+import { certificateSpecSchema, renewalSettingsSchema } from "../renewal/schema.js";
 import { acmeSourceSchema } from "../sources/acme/schema.js";
 import { directorySourceSchema } from "../sources/directory/schema.js";
 import { localCaSourceSchema } from "../sources/local-ca/schema.js";
@@ -34,6 +34,7 @@ export const configSchema = z.strictObject({
 	log_level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
 	sources: z.array(sourceSchema).default([]),
 	certificates: z.array(certificateSpecSchema).default([]),
+	renewal: renewalSettingsSchema.prefault({}),
 	targets: z.array(targetSchema).default([]),
 });
 export type Config = z.infer<typeof configSchema>;

@@ -19,6 +19,8 @@ export interface Engine {
 	deps: CycleDeps;
 	/** Called after each cycle (renewal status for metrics, ...). */
 	afterCycle?(report: CycleReport): void;
+	/** When a renewal falls due before the next interval (the loop wakes then). */
+	nextWake?(): Date | undefined;
 	/** Starts watches that wake the loop early (a source directory changed). */
 	watch?(wake: () => void): void;
 	close(): Promise<void>;
@@ -79,7 +81,9 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 			}
 			if (stop.signal.aborted) break;
 			const interval = loaded.config.interval;
-			const delay = Math.max(1000, interval * (0.9 + 0.2 * random()));
+			const due = engine.nextWake?.();
+			const untilDue = due === undefined ? Number.POSITIVE_INFINITY : due.getTime() - Date.now() + 1000;
+			const delay = Math.max(1000, Math.min(interval * (0.9 + 0.2 * random()), untilDue));
 			await new Promise<void>((resolve) => {
 				const timer = setTimeout(resolve, delay);
 				wake = () => {

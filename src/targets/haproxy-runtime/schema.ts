@@ -21,6 +21,8 @@ export const runtimeTargetSchema = z.strictObject({
 	/** host:port of a TLS bind serving these certificates, for the served-certificate probe. */
 	probe: z.string().optional(),
 	certificates: z.array(z.string()).optional(),
+	/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
+	legacy_duplicates: z.enum(["remove", "report"]).default("remove"),
 	/** Allow a runtime update whose certificate no longer covers a name the served one covers. */
 	allow_name_removal: z.boolean().default(false),
 	/** HAProxy's tune.bufsize: requests of this size or more are refused (they crash HAProxy 2.6-3.2). */

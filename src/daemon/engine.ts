@@ -1,0 +1,88 @@
+/**
+ * From a configuration to a running engine: the state store, sources and issuers, the renewal manager
+ * and the targets, wired into the cycle's dependencies. The only place that knows every part.
+ */
+import type { Config } from "../config/schema.js";
+import type { Logger } from "../log.js";
+import type { Metrics, RenewalView } from "../metrics/index.js";
+import type { CycleDeps, DesiredSet } from "../reconcile/cycle.js";
+import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
+import { createDesiredLoader } from "../sources/desired.js";
+import { buildSources } from "../sources/registry.js";
+import { openFileStore } from "../store/file-store.js";
+import { type BuiltTarget, buildTarget } from "../targets/registry.js";
+import type { Engine } from "./loop.js";
+
+export interface EngineOptions {
+	log: Logger;
+	/** plan and status: read the state store without its lock, order nothing, write nothing. */
+	readOnly: boolean;
+	now?: () => Date;
+	random?: () => number;
+	metrics?: Metrics;
+}
+
+export interface BuiltEngine extends Engine {
+	/** Renewal status of every issued certificate, after the last cycle. */
+	renewals(): CertificateStatus[];
+}
+
+export async function buildEngine(config: Config, options: EngineOptions): Promise<BuiltEngine> {
+	const now = options.now ?? (() => new Date());
+	const store = await openFileStore(config.state_dir, { readOnly: options.readOnly });
+	const targets: BuiltTarget[] = [];
+	let built: ReturnType<typeof buildSources>;
+	try {
+		built = buildSources(config.sources, { stateDir: config.state_dir, clock: now });
+		for (const t of config.targets) targets.push(buildTarget(t, { now }));
+	} catch (e) {
+		store.close();
+		await Promise.all(targets.map((t) => t.close()));
+		throw e;
+	}
+	const { sources, issuers } = built;
+	const load = createDesiredLoader(
+		{
+			sources,
+			renewal: {
+				store,
+				issuers,
+				certificates: config.certificates,
+				settings: config.renewal,
+				log: options.log,
+			},
+			now,
+			...(options.random ? { random: options.random } : {}),
+		},
+		{ order: !options.readOnly },
+	);
+	let statuses: CertificateStatus[] = [];
+	const loadDesired = async (signal: AbortSignal): Promise<DesiredSet> => {
+		const loaded = await load(signal);
+		statuses = loaded.renewal;
+		return loaded;
+	};
+
+	const deps: CycleDeps = { loadDesired, targets: targets.map((t) => t.runner), now };
+	const watchers: Array<() => void> = [];
+	return {
+		deps,
+		renewals: () => statuses,
+		nextWake: () => earliestRenewal(statuses),
+		afterCycle() {
+			options.metrics?.recordRenewals(statuses.map(renewalView));
+		},
+		watch(wake) {
+			for (const s of sources) if (s.watch) watchers.push(s.watch(wake));
+		},
+		async close() {
+			for (const stop of watchers.splice(0)) stop();
+			await Promise.all(targets.map((t) => t.close()));
+			store.close();
+		},
+	};
+}
+
+function renewalView(s: CertificateStatus): RenewalView {
+	return { certificate: s.name, nextRenewal: new Date(s.nextRenewalAt), breakerOpen: s.breakerOpen };
+}

@@ -1,0 +1,59 @@
+/**
+ * Every target kind, by its config `type`: one line each. A type without a line fails to compile.
+ * A built target is a runner (what the cycle calls) plus close() for the connections it holds.
+ */
+import type { TargetConfig } from "../config/schema.js";
+import { CertificateeError } from "../errors.js";
+import type { TargetRunner } from "../reconcile/cycle.js";
+import { createFleetRunner } from "./haproxy-fleet.js";
+import { createRuntimeEndpoint } from "./haproxy-runtime/index.js";
+
+export interface TargetDeps {
+	now: () => Date;
+	/** Endpoints processed at once inside a target (default 16). */
+	endpointConcurrency?: number;
+}
+
+export interface BuiltTarget {
+	runner: TargetRunner;
+	close(): Promise<void>;
+}
+
+type Factory<K extends TargetConfig["type"]> = (
+	config: Extract<TargetConfig, { type: K }>,
+	deps: TargetDeps,
+) => BuiltTarget;
+
+export const targetFactories = {
+	"haproxy-runtime": (config, deps) => {
+		const endpoint = createRuntimeEndpoint(config, { now: deps.now });
+		const dirName = (config.crt_dir_name ?? config.crt_dir).replace(/\/+$/, "");
+		return {
+			runner: createFleetRunner({
+				name: config.name,
+				kind: config.type,
+				endpoints: [endpoint],
+				policy: { legacyDuplicates: config.legacy_duplicates, allowNameRemoval: config.allow_name_removal },
+				storageDir: dirName,
+				newCertificateCrtList: config.crt_list ?? dirName,
+				...(config.certificates ? { certificates: config.certificates } : {}),
+				now: deps.now,
+			}),
+			close: () => endpoint.close(),
+		};
+	},
+	"haproxy-dataplane": (config) => {
+		throw new CertificateeError(
+			"NOT_AVAILABLE",
+			`target "${config.name}": haproxy-dataplane is not built yet`,
+		);
+	},
+	directory: (config) => {
+		throw new CertificateeError("NOT_AVAILABLE", `target "${config.name}": directory is not built yet`);
+	},
+} satisfies { [K in TargetConfig["type"]]: Factory<K> };
+
+export function buildTarget(config: TargetConfig, deps: TargetDeps): BuiltTarget {
+	const factory = targetFactories[config.type] as Factory<TargetConfig["type"]>;
+	return factory(config as never, deps);
+}

@@ -1,0 +1,216 @@
+/**
+ * The reconciler on a real HAProxy through the haproxy-runtime target: the seed's thrash scenario, the
+ * duplicate-SNI hazard, pinned duplicates, renewal and convergence. Served is the truth: every claim is
+ * checked with a TLS probe by SNI, and the worker pid proves no reload happened.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { parseBundle } from "../../src/certificates/index.js";
+import { probeServed } from "../../src/probe/index.js";
+import type { DesiredCertificate } from "../../src/reconcile/model.js";
+import type { EndpointReport } from "../../src/reconcile/report.js";
+import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
+import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
+import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+
+let ca: TestIssuer;
+const running: Array<{ h: Haproxy; t?: BuiltTarget }> = [];
+
+beforeAll(async () => {
+	ca = await createTestCa("reconcile CA");
+});
+afterEach(async () => {
+	for (const r of running.splice(0)) {
+		await r.t?.close();
+		await r.h.stop();
+	}
+});
+
+function desired(name: string, leaf: TestLeaf, names: string[]): DesiredCertificate {
+	return {
+		name,
+		names,
+		bundle: parseBundle({ combined: leaf.combinedPem }, { source: name }),
+		origin: "test",
+	};
+}
+
+async function setup(
+	crtDir: Record<string, string>,
+	extra: { pinned?: Record<string, string>; report?: boolean } = {},
+) {
+	const h = await startHaproxy({ crtDir, ...(extra.pinned ? { pinned: extra.pinned } : {}) });
+	const config = runtimeTargetSchema.parse({
+		name: "lb1",
+		type: "haproxy-runtime",
+		socket: h.adminSocket,
+		crt_dir: h.crtDir,
+		probe: h.address,
+		...(extra.report ? { legacy_duplicates: "report" } : {}),
+	});
+	const t = buildTarget(config, { now: () => new Date() });
+	running.push({ h, t });
+	return { h, t };
+}
+
+async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<EndpointReport> {
+	const report = await t.runner.run(want, "sync", new AbortController().signal);
+	return report.endpoints[0] as EndpointReport;
+}
+
+const served = async (h: Haproxy, sni: string) => (await probeServed({ address: h.address, sni })).serial;
+const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
+
+describe("reconcile on a real HAProxy (haproxy-runtime target)", () => {
+	it("the seed: ten cycles delete the duplicate once, never recreate it, keep the keeper served, no reload", async () => {
+		const names = ["barsone.test", "www.barsone.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, t } = await setup({
+			"barsone.pem": keeper.combinedPem,
+			"legacy_barsone.pem": legacy.combinedPem,
+		});
+		const pid = await h.workerPid();
+		const want = [desired("barsone", keeper, names)];
+		const perCycle: string[][] = [];
+		for (let i = 0; i < 10; i++) perCycle.push(writes(await cycle(t, want)));
+		expect(perCycle[0]).toEqual([
+			`crt-list-remove legacy_barsone.pem`,
+			`runtime-delete legacy_barsone.pem`,
+			`storage-delete legacy_barsone.pem`,
+		]);
+		expect(perCycle.slice(1).flat()).toEqual([]);
+		expect(existsSync(join(h.crtDir, "legacy_barsone.pem"))).toBe(false);
+		expect(await h.command("show ssl cert")).not.toContain("legacy_barsone.pem");
+		for (const sni of names) expect(await served(h, sni)).toBe(keeper.serial.toUpperCase().padStart(2, "0"));
+		expect(await h.workerPid()).toBe(pid);
+	});
+
+	it("the hazard: a keeper renewal beside a duplicate serves the duplicate; after cleanup the renewal is served", async () => {
+		const names = ["hazard.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		// "a_" sorts first: HAProxy inserts (and serves) the keeper's entries first at start.
+		const { h, t } = await setup({
+			"a_hazard.pem": keeper.combinedPem,
+			"legacy_hazard.pem": legacy.combinedPem,
+		});
+		const pid = await h.workerPid();
+		const renewed = await issueTestLeaf(ca, { names });
+		// Bare harness first: a runtime update of the keeper alone makes HAProxy serve the duplicate.
+		await h.command(`set ssl cert ${h.crtDir}/a_hazard.pem <<\n${renewed.combinedPem.trimEnd()}\n`);
+		await h.command(`commit ssl cert ${h.crtDir}/a_hazard.pem`);
+		expect(await served(h, "hazard.test")).toBe(normal(legacy.serial));
+		// certificatee, cycle 1: the keeper's file is behind (not stable), so the duplicate is kept current too:
+		// whatever HAProxy serves is the renewed certificate. Cycle 2: the keeper is stable, the duplicate goes.
+		const want = [desired("a_hazard", renewed, names)];
+		const e = await cycle(t, want);
+		expect(writes(e)).toEqual([
+			"storage-replace a_hazard.pem",
+			"storage-replace legacy_hazard.pem",
+			"runtime-set legacy_hazard.pem",
+		]);
+		expect(await served(h, "hazard.test")).toBe(normal(renewed.serial));
+		expect(writes(await cycle(t, want))).toContain("runtime-delete legacy_hazard.pem");
+		expect(await served(h, "hazard.test")).toBe(normal(renewed.serial));
+		// The next renewal is served too: nothing shadows the keeper any more.
+		const again = await issueTestLeaf(ca, { names });
+		const e2 = await cycle(t, [desired("a_hazard", again, names)]);
+		expect(writes(e2)).toEqual(["storage-replace a_hazard.pem", "runtime-set a_hazard.pem"]);
+		expect(e2.served.every((s) => s.match)).toBe(true);
+		expect(await served(h, "hazard.test")).toBe(normal(again.serial));
+		expect(await h.workerPid()).toBe(pid);
+	});
+
+	it("a duplicate left in runtime by an older tool (storage already gone) is finished off, never recreated", async () => {
+		const names = ["old.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, t } = await setup({ "old.pem": keeper.combinedPem, "legacy_old.pem": legacy.combinedPem });
+		const { rm } = await import("node:fs/promises");
+		await rm(join(h.crtDir, "legacy_old.pem"));
+		const first = await cycle(t, [desired("old", keeper, names)]);
+		expect(first.verdicts.find((v) => v.class === "deleted-pending-reload")).toBeDefined();
+		expect(writes(first)).toEqual(["crt-list-remove legacy_old.pem", "runtime-delete legacy_old.pem"]);
+		for (let i = 0; i < 3; i++) expect(writes(await cycle(t, [desired("old", keeper, names)]))).toEqual([]);
+		expect(existsSync(join(h.crtDir, "legacy_old.pem"))).toBe(false);
+		expect(await h.command("show ssl cert")).not.toContain("legacy_old.pem");
+	});
+
+	it("a duplicate bound by its own crt line outside crt_dir is never touched", async () => {
+		const names = ["pin.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, t } = await setup(
+			{ "pin.pem": keeper.combinedPem },
+			{ pinned: { "legacy_pin.pem": legacy.combinedPem } },
+		);
+		const renewed = await issueTestLeaf(ca, { names });
+		const e = await cycle(t, [desired("pin", renewed, names)]);
+		// The pinned file is outside crt_dir: certificatee reports what it can see and writes only the keeper.
+		expect(writes(e)).toEqual(["storage-replace pin.pem", "runtime-set pin.pem"]);
+		expect(existsSync(join(h.pinnedDir, "legacy_pin.pem"))).toBe(true);
+		expect(await h.workerPid()).toBeGreaterThan(0);
+	});
+
+	it("keeper not stable: the duplicate is synced first, deleted the cycle after", async () => {
+		const names = ["ks.test"];
+		const old = await issueTestLeaf(ca, { names });
+		const { h, t } = await setup({ "ks.pem": old.combinedPem, "legacy_ks.pem": old.combinedPem });
+		const renewed = await issueTestLeaf(ca, { names });
+		const want = [desired("ks", renewed, names)];
+		const first = await cycle(t, want);
+		expect(writes(first).sort()).toEqual(
+			[
+				"runtime-set ks.pem",
+				"runtime-set legacy_ks.pem",
+				"storage-replace ks.pem",
+				"storage-replace legacy_ks.pem",
+			].sort(),
+		);
+		expect(await served(h, "ks.test")).toBe(normal(renewed.serial));
+		const second = await cycle(t, want);
+		expect(writes(second)).toEqual([
+			"crt-list-remove legacy_ks.pem",
+			"runtime-delete legacy_ks.pem",
+			"storage-delete legacy_ks.pem",
+		]);
+		expect(writes(await cycle(t, want))).toEqual([]);
+	});
+
+	it("legacy_duplicates: report keeps duplicates current and never deletes them", async () => {
+		const names = ["rep.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, t } = await setup(
+			{ "rep.pem": keeper.combinedPem, "legacy_rep.pem": legacy.combinedPem },
+			{ report: true },
+		);
+		const e = await cycle(t, [desired("rep", keeper, names)]);
+		expect(writes(e)).toEqual(["storage-replace legacy_rep.pem", "runtime-set legacy_rep.pem"]);
+		expect(writes(await cycle(t, [desired("rep", keeper, names)]))).toEqual([]);
+		expect(existsSync(join(h.crtDir, "legacy_rep.pem"))).toBe(true);
+	});
+
+	it("a missing certificate is created and made live without reload; unmanaged and ambiguous refs are untouched", async () => {
+		const other = await issueTestLeaf(ca, { names: ["other.test"] });
+		const partial = await issueTestLeaf(ca, { names: ["new.test"] });
+		const { h, t } = await setup({ "other.pem": other.combinedPem, "partial.pem": partial.combinedPem });
+		const pid = await h.workerPid();
+		const fresh = await issueTestLeaf(ca, { names: ["new.test", "www.new.test"] });
+		const e = await cycle(t, [desired("new", fresh, ["new.test", "www.new.test"])]);
+		expect(writes(e)).toEqual(["storage-create new.pem", "runtime-add new.pem"]);
+		expect(e.verdicts.find((v) => "ref" in v && v.ref === "other.pem")?.class).toBe("unmanaged");
+		expect(e.verdicts.find((v) => "ref" in v && v.ref === "partial.pem")?.class).toBe("ambiguous");
+		expect(await served(h, "www.new.test")).toBe(normal(fresh.serial));
+		expect(writes(await cycle(t, [desired("new", fresh, ["new.test", "www.new.test"])]))).toEqual([]);
+		expect(await h.workerPid()).toBe(pid);
+	});
+});
+
+function normal(serial: string): string {
+	const hex = serial.toUpperCase().replace(/^0+(?=.)/, "");
+	return hex.length % 2 ? `0${hex}` : hex;
+}
