@@ -33,6 +33,12 @@ export const dataplaneTargetSchema = z.strictObject({
 	certificates: z.array(z.string()).optional(),
 	/** Allow a runtime update whose certificate no longer covers a name the served one covers. */
 	allow_name_removal: z.boolean().default(false),
+	/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
+	legacy_duplicates: z.enum(["remove", "report"]).default("remove"),
+	/** The API's ssl-certs-dir as haproxy.cfg spells it (HAProxy names certificates by that path). */
+	storage_dir: z.string().min(1).default("/etc/haproxy/ssl"),
+	/** A crt-list file new certificates are added to at runtime; without it they are served after the next reload. */
+	crt_list: z.string().min(1).optional(),
 });
 export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
 
