@@ -40,13 +40,14 @@ function desired(name: string, leaf: TestLeaf, names: string[]): DesiredCertific
 	};
 }
 
-async function setup(crtDir: Record<string, string>) {
+async function setup(crtDir: Record<string, string>, extra: Record<string, unknown> = {}) {
 	const h = await startHaproxy({ crtDir });
 	const d = await startDpapiDouble({ haproxy: h });
 	const config = dataplaneTargetSchema.parse({
 		name: "fra-staging",
 		type: "haproxy-dataplane",
 		storage_dir: h.crtDir,
+		...(extra.crtList ? { crt_list: h.crtListPath } : {}),
 		endpoints: [
 			{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
 		],
@@ -119,6 +120,24 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		const settled = apiWrites(d);
 		expect(writes(await cycle(t, [desired("renew", v2, names)]))).toEqual([]);
 		expect(apiWrites(d)).toBe(settled);
+		expect(await h.workerPid()).toBe(pid);
+	});
+
+	it("a new certificate goes live through the configured crt-list, stays converged, and renews hot", async () => {
+		const names = ["fresh.test"];
+		const v1 = await issueTestLeaf(ca, { names });
+		const { h, d, t } = await setup({}, { crtList: true });
+		const pid = await h.workerPid();
+		const first = await cycle(t, [desired("fresh", v1, names)]);
+		expect(writes(first)).toEqual(["storage-create fresh.pem", "runtime-add fresh.pem"]);
+		expect(await served(h, "fresh.test")).toBe(normaliseSerial(v1.serial));
+		const settled = apiWrites(d);
+		expect(writes(await cycle(t, [desired("fresh", v1, names)]))).toEqual([]);
+		expect(apiWrites(d)).toBe(settled);
+		const v2 = await issueTestLeaf(ca, { names });
+		const renewal = await cycle(t, [desired("fresh", v2, names)]);
+		expect(renewal.steps.map((s) => `${s.op} ${s.result}`)).toEqual(["storage-replace ok", "runtime-set ok"]);
+		expect(await served(h, "fresh.test")).toBe(normaliseSerial(v2.serial));
 		expect(await h.workerPid()).toBe(pid);
 	});
 });
