@@ -5,6 +5,7 @@
 import type { TargetConfig } from "../config/schema.js";
 import { CertificateeError } from "../errors.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
+import { createDataplaneEndpoint } from "./haproxy-dataplane/index.js";
 import { createFleetRunner } from "./haproxy-fleet.js";
 import { createRuntimeEndpoint } from "./haproxy-runtime/index.js";
 
@@ -42,11 +43,26 @@ export const targetFactories = {
 			close: () => endpoint.close(),
 		};
 	},
-	"haproxy-dataplane": (config) => {
-		throw new CertificateeError(
-			"NOT_AVAILABLE",
-			`target "${config.name}": haproxy-dataplane is not built yet`,
+	"haproxy-dataplane": (config, deps) => {
+		const endpoints = config.endpoints.map((e) =>
+			createDataplaneEndpoint(e, { now: deps.now, allowNameRemoval: config.allow_name_removal }),
 		);
+		return {
+			runner: createFleetRunner({
+				name: config.name,
+				kind: config.type,
+				endpoints,
+				policy: { legacyDuplicates: config.legacy_duplicates, allowNameRemoval: config.allow_name_removal },
+				storageDir: config.storage_dir.replace(/\/+$/, ""),
+				...(config.crt_list ? { newCertificateCrtList: config.crt_list } : {}),
+				...(config.certificates ? { certificates: config.certificates } : {}),
+				...(deps.endpointConcurrency ? { concurrency: deps.endpointConcurrency } : {}),
+				now: deps.now,
+			}),
+			close: async () => {
+				await Promise.all(endpoints.map((e) => e.close()));
+			},
+		};
 	},
 	directory: (config) => {
 		throw new CertificateeError("NOT_AVAILABLE", `target "${config.name}": directory is not built yet`);

@@ -1,19 +1,95 @@
+/**
+ * Boundaries of the Data Plane API target: its configuration, and the shapes of the answers the
+ * server sends (shared/specs/dataplaneapi-v3.yaml, as the server really fills them: dpapi.md §2.3).
+ */
 import { z } from "zod";
+import { duration } from "../../config/duration.js";
 
+/** One Data Plane API server. `password_file` and `${ENV}` are resolved before this schema sees values. */
 export const dataplaneEndpointSchema = z.strictObject({
 	name: z.string().min(1),
 	url: z.url({ protocol: /^https?$/, error: "expected an http(s) URL" }),
 	username: z.string().min(1),
-	password: z.string(),
-	ca_file: z.string().optional(),
+	password: z.string().min(1),
+	/** PEM bundle of CAs that sign the API's HTTPS certificate; the system store when absent. */
+	ca_file: z.string().min(1).optional(),
+	/** Turns off HTTPS verification (logged as a warning on every client start). */
 	insecure_skip_verify: z.boolean().default(false),
-	probe: z.string().optional(),
+	/** host:port where HAProxy serves TLS, for handshake probes by SNI. */
+	probe: z
+		.string()
+		.regex(/^(\[[0-9a-fA-F:]+\]|[^\s:]+):\d{1,5}$/, "expected host:port")
+		.optional(),
+	/** Per-request timeout. */
+	timeout: duration.pipe(z.number().positive({ error: "timeout must be more than 0" })).prefault("10s"),
 });
+export type DataplaneEndpointConfig = z.output<typeof dataplaneEndpointSchema>;
 
 export const dataplaneTargetSchema = z.strictObject({
 	name: z.string().min(1),
 	type: z.literal("haproxy-dataplane"),
 	endpoints: z.array(dataplaneEndpointSchema).min(1),
+	/** Names of the certificates[] entries this target carries; all when absent. */
 	certificates: z.array(z.string()).optional(),
+	/** Allow a runtime update whose certificate no longer covers a name the served one covers. */
+	allow_name_removal: z.boolean().default(false),
+	/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
+	legacy_duplicates: z.enum(["remove", "report"]).default("remove"),
+	/** The API's ssl-certs-dir as haproxy.cfg spells it (HAProxy names certificates by that path). */
+	storage_dir: z.string().min(1).default("/etc/haproxy/ssl"),
+	/** A crt-list file new certificates are added to at runtime; without it they are served after the next reload. */
+	crt_list: z.string().min(1).optional(),
 });
-export type DataplaneTargetConfig = z.infer<typeof dataplaneTargetSchema>;
+export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
+
+const dateTime = z.iso.datetime({ offset: true }).nullish();
+
+/** `ssl_certificate`: every property is optional; which ones are filled depends on storage vs runtime. */
+export const sslCertificateSchema = z.looseObject({
+	/** Storage: the file's basename; runtime: HAProxy's store name. Always sent. */
+	storage_name: z.string().min(1),
+	file: z.string().optional(),
+	description: z.string().optional(),
+	size: z.number().int().nullish(),
+	not_before: dateTime,
+	not_after: dateTime,
+	serial: z.string().optional(),
+	subject: z.string().optional(),
+	issuers: z.string().optional(),
+	domains: z.string().optional(),
+	ip_addresses: z.string().optional(),
+	subject_alternative_names: z.string().optional(),
+	algorithm: z.string().optional(),
+	sha1_finger_print: z.string().optional(),
+	sha256_finger_print: z.string().optional(),
+	status: z.string().optional(),
+	chain_subject: z.string().optional(),
+	chain_issuer: z.string().optional(),
+});
+export type SslCertificate = z.output<typeof sslCertificateSchema>;
+export const sslCertificatesSchema = z.array(sslCertificateSchema);
+
+export const storageListSchema = sslCertificatesSchema;
+export const runtimeListSchema = sslCertificatesSchema;
+
+export const crtListEntrySchema = z.looseObject({
+	file: z.string(),
+	line_number: z.number().int().min(0).optional(),
+	ssl_bind_config: z.string().optional(),
+	sni_filter: z.array(z.string()).nullish(),
+});
+export type CrtListEntry = z.output<typeof crtListEntrySchema>;
+export const crtListEntriesSchema = z.array(crtListEntrySchema);
+export const crtListsSchema = z.array(z.looseObject({ file: z.string() }));
+
+export const infoSchema = z.looseObject({
+	api: z.looseObject({ version: z.string().optional(), build_date: z.string().optional() }).optional(),
+	system: z.looseObject({ hostname: z.string().optional() }).optional(),
+});
+export type DataplaneInfo = z.output<typeof infoSchema>;
+
+/** The `error` body; `code` equals the HTTP status only from v3.3.6, so callers key on the status. */
+export const errorBodySchema = z.looseObject({
+	code: z.number().nullish(),
+	message: z.string().nullish(),
+});

@@ -1,0 +1,170 @@
+/**
+ * Phase 3 for one Data Plane API endpoint: one Action, one or two requests, and an ActionResult that says
+ * what really happened. Endpoint failures are values (ok: false); a 202 is a reload caused, never hidden.
+ */
+import { basename } from "node:path";
+import { bundleNames, combinedPem } from "../../certificates/bundle.js";
+import { checkBundle } from "../../certificates/check.js";
+import type { Bundle } from "../../certificates/types.js";
+import { CertificateeError, isCertificateeError } from "../../errors.js";
+import type { Action, ActionResult } from "../../reconcile/model.js";
+import { checkNameRemoval } from "../haproxy-runtime/guard.js";
+import type { DataplaneClient, ReloadCaused } from "./client.js";
+import { runtimeMeta } from "./observe.js";
+
+export interface ApplyContext {
+	endpoint: string;
+	client: DataplaneClient;
+	now: () => Date;
+	/** The target's allow_name_removal. */
+	allowNameRemoval: boolean;
+	/** Told about every reload a server caused (the reason says which write). */
+	warn?: (fields: Record<string, unknown>, message: string) => void;
+}
+
+type Outcome = Omit<ActionResult, "action" | "ok">;
+
+function reloaded(ctx: ApplyContext, action: Action, reload: ReloadCaused | undefined): Outcome {
+	if (reload === undefined) return {};
+	const reason = `the server answered 202 to ${action.op} of ${action.ref} although skip_reload=true was sent`;
+	ctx.warn?.(
+		{ endpoint: ctx.endpoint, ref: action.ref, reloadId: reload.reloadId },
+		`reload caused: ${reason}`,
+	);
+	return {
+		reloadCaused: { ...(reload.reloadId === undefined ? {} : { reloadId: reload.reloadId }), reason },
+	};
+}
+
+/** Reads the runtime certificate back: HAProxy must now hold the bundle's leaf. */
+async function verifyRuntime(
+	ctx: ApplyContext,
+	name: string,
+	bundle: Bundle,
+	signal: AbortSignal,
+): Promise<void> {
+	const held = await ctx.client.runtime.get(name, signal);
+	const serial = (held.serial ?? "").toUpperCase();
+	const sha1 = (held.sha1_finger_print ?? "").toUpperCase();
+	if (sha1 === bundle.leaf.sha1 || (sha1 === "" && serial === bundle.leaf.serial)) return;
+	throw new CertificateeError(
+		"ENDPOINT_ERROR",
+		`endpoint ${ctx.endpoint}: after the write HAProxy holds serial ${serial || "?"} for ${name}, not ${bundle.leaf.serial}`,
+		{
+			context: { endpoint: ctx.endpoint, certificate: name, operation: "verify runtime write" },
+			retryable: true,
+			hint: "another writer or a reload interfered; the next cycle observes and retries",
+		},
+	);
+}
+
+async function runtimeAdd(
+	ctx: ApplyContext,
+	action: Extract<Action, { op: "runtime-add" }>,
+	signal: AbortSignal,
+): Promise<Outcome> {
+	// The API names a runtime-created certificate by the upload's basename (dataplaneapi #379).
+	const name = basename(action.runtimeName);
+	const pem = combinedPem(action.bundle);
+	const existing = await ctx.client.runtime.get(name, signal).catch((e: unknown) => {
+		if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return undefined;
+		throw e;
+	});
+	if (existing === undefined) await ctx.client.runtime.create(name, pem, signal);
+	else await ctx.client.runtime.replace(name, pem, signal);
+	await ctx.client.crtLists.add(action.crtList, { file: name }, signal);
+	await verifyRuntime(ctx, name, action.bundle, signal);
+	return name === action.runtimeName
+		? {}
+		: { note: `HAProxy knows it as ${name}: the Data Plane API keeps only the basename of runtime names` };
+}
+
+/**
+ * HAProxy (and the storage check) accept expired or broken certificates, and a bad storage file breaks every
+ * later reload: every bundle is checked before it is sent.
+ */
+function refuseUnsendable(ctx: ApplyContext, action: Action): void {
+	if (!("bundle" in action)) return;
+	const problem = checkBundle(action.bundle, { source: `${ctx.endpoint} ${action.ref}`, now: ctx.now() })[0];
+	if (problem) throw problem;
+}
+
+/** HAProxy recomputes SNI names from the new certificate: refuse one that stops covering a served name. */
+async function refuseDroppedNames(
+	ctx: ApplyContext,
+	action: Extract<Action, { op: "runtime-set" }>,
+	signal: AbortSignal,
+): Promise<void> {
+	const current = runtimeMeta(await ctx.client.runtime.get(action.runtimeName, signal)).names ?? [];
+	const refused = checkNameRemoval({
+		current,
+		next: bundleNames(action.bundle),
+		allowNameRemoval: ctx.allowNameRemoval,
+		endpoint: ctx.endpoint,
+		ref: action.ref,
+	});
+	if (refused) throw refused;
+}
+
+async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): Promise<Outcome> {
+	const { client } = ctx;
+	refuseUnsendable(ctx, action);
+	switch (action.op) {
+		case "storage-replace": {
+			const written = await client.storage.replace(action.ref, combinedPem(action.bundle), signal);
+			return reloaded(ctx, action, written.reload);
+		}
+		case "storage-create": {
+			const written = await client.storage.create(action.ref, combinedPem(action.bundle), signal);
+			const stored = written.certificate.storage_name;
+			return {
+				...reloaded(ctx, action, written.reload),
+				...(stored !== action.ref ? { note: `the server stored it as ${stored}` } : {}),
+			};
+		}
+		case "runtime-set":
+			await refuseDroppedNames(ctx, action, signal);
+			await client.runtime.replace(action.runtimeName, combinedPem(action.bundle), signal);
+			await verifyRuntime(ctx, action.runtimeName, action.bundle, signal);
+			return {};
+		case "runtime-add":
+			return runtimeAdd(ctx, action, signal);
+		case "crt-list-remove":
+			try {
+				await client.crtLists.delete(action.crtList, action.runtimeName, undefined, signal);
+				return {};
+			} catch (e) {
+				if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return { note: "crt-list entry already gone" };
+				throw e;
+			}
+		case "runtime-delete":
+			await client.runtime.delete(action.runtimeName, signal);
+			return {};
+		case "storage-delete":
+			try {
+				return reloaded(ctx, action, (await client.storage.delete(action.ref, signal)).reload);
+			} catch (e) {
+				if (isCertificateeError(e, "ENDPOINT_NOT_FOUND"))
+					return { note: "storage delete answered 404: already gone" };
+				throw e;
+			}
+		default: {
+			const never: never = action;
+			throw new Error(`unknown action ${JSON.stringify(never)}`);
+		}
+	}
+}
+
+/** Performs one action; endpoint errors become `ok: false`, cancellation and programming errors throw. */
+export async function applyAction(
+	ctx: ApplyContext,
+	action: Action,
+	signal: AbortSignal,
+): Promise<ActionResult> {
+	try {
+		return { action, ok: true, ...(await perform(ctx, action, signal)) };
+	} catch (e) {
+		if (e instanceof CertificateeError && !signal.aborted) return { action, ok: false, error: e };
+		throw e;
+	}
+}

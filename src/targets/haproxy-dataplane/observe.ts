@@ -1,0 +1,163 @@
+/**
+ * Phase 1 for one Data Plane API endpoint: every storage file and every runtime certificate with its live
+ * metadata, and the crt-lists that reference them, joined into ObservedRefs. The mapping is pure
+ * (`joinRefs`, `storageMeta`, `runtimeMeta`); `observeEndpoint` only fetches.
+ */
+import { basename } from "node:path";
+import pLimit from "p-limit";
+import { parseSubjectAltName } from "../../certificates/bundle.js";
+import { nameSet, normaliseSerial } from "../../certificates/names.js";
+import { isCertificateeError } from "../../errors.js";
+import type { ObservedRef, RefMeta } from "../../reconcile/model.js";
+import type { DataplaneClient } from "./client.js";
+import type { SslCertificate } from "./schema.js";
+
+function date(value: string | null | undefined): Date | undefined {
+	if (!value) return undefined;
+	const d = new Date(value);
+	// The server turns an unparsable HAProxy date into year 1.
+	return Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1970 ? undefined : d;
+}
+
+function list(value: string | undefined): string[] {
+	return (value ?? "")
+		.split(",")
+		.map((s) => s.trim())
+		.filter((s) => s !== "");
+}
+
+/** Storage metadata: decimal serial, names from `domains` and `ip_addresses`. */
+export function storageMeta(c: SslCertificate): RefMeta {
+	const meta: RefMeta = {};
+	if (c.serial) meta.serial = normaliseSerial(c.serial, 10);
+	const notAfter = date(c.not_after);
+	if (notAfter) meta.notAfter = notAfter;
+	const names = [...list(c.domains), ...list(c.ip_addresses)];
+	if (names.length > 0) meta.names = nameSet(names);
+	return meta;
+}
+
+/** Runtime metadata: HAProxy's hex serial, SHA-1, status, names from `subject_alternative_names`. */
+export function runtimeMeta(c: SslCertificate): RefMeta {
+	const meta: RefMeta = {};
+	if (c.serial) meta.serial = normaliseSerial(c.serial, 16);
+	if (c.sha1_finger_print) meta.sha1 = c.sha1_finger_print.replace(/:/g, "").toUpperCase();
+	const notAfter = date(c.not_after);
+	if (notAfter) meta.notAfter = notAfter;
+	if (c.subject_alternative_names) {
+		const { dns, ip } = parseSubjectAltName(c.subject_alternative_names);
+		meta.names = nameSet([...dns, ...ip]);
+	}
+	if (c.status) meta.status = c.status;
+	return meta;
+}
+
+export interface FetchedStorage {
+	storageName: string;
+	file?: string;
+	meta: RefMeta;
+}
+
+export interface FetchedRuntime {
+	name: string;
+	meta: RefMeta;
+}
+
+/**
+ * Joins storage files and runtime certificates: a runtime name equal to a file's path (or, for certificates
+ * created through the runtime API, to its bare storage name) is the same ref; other runtime names become
+ * refs of their own, named by their basename (a storage file deleted but still in HAProxy's memory).
+ */
+export function joinRefs(
+	storage: readonly FetchedStorage[],
+	runtime: readonly FetchedRuntime[],
+	crtLists: ReadonlyMap<string, string[]>,
+): ObservedRef[] {
+	const refs = new Map<string, ObservedRef>();
+	const byPath = new Map<string, ObservedRef>();
+	for (const s of storage) {
+		const ref: ObservedRef = { ref: s.storageName, storage: s.meta, crtLists: [] };
+		refs.set(s.storageName, ref);
+		if (s.file) byPath.set(s.file, ref);
+	}
+	const attach = (ref: ObservedRef, r: FetchedRuntime) => {
+		ref.runtimeName = r.name;
+		ref.runtime = r.meta;
+		ref.crtLists = [...(crtLists.get(r.name) ?? [])].sort();
+	};
+	const pending: FetchedRuntime[] = [];
+	for (const r of runtime) {
+		const ref = byPath.get(r.name);
+		if (ref && ref.runtime === undefined) attach(ref, r);
+		else pending.push(r);
+	}
+	for (const r of pending) {
+		const bare = refs.get(r.name);
+		if (!r.name.includes("/") && bare && bare.runtime === undefined) {
+			attach(bare, r);
+			continue;
+		}
+		const name = refs.has(basename(r.name)) ? r.name : basename(r.name);
+		const ref: ObservedRef = { ref: name, crtLists: [] };
+		attach(ref, r);
+		refs.set(name, ref);
+	}
+	return [...refs.values()].sort((a, b) => a.ref.localeCompare(b.ref));
+}
+
+/**
+ * A listed item whose GET answers 404 (a file with dots in its name put there by other means, dataplaneapi
+ * #337; a runtime entry removed meanwhile) is kept with empty metadata rather than failing the endpoint.
+ */
+async function metaOrEmpty(
+	get: () => Promise<SslCertificate>,
+	map: (c: SslCertificate) => RefMeta,
+): Promise<RefMeta> {
+	try {
+		return map(await get());
+	} catch (e) {
+		if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return {};
+		throw e;
+	}
+}
+
+/** Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. */
+export async function observeEndpoint(
+	client: DataplaneClient,
+	concurrency: number,
+	signal: AbortSignal,
+): Promise<ObservedRef[]> {
+	const limit = pLimit(concurrency);
+	const [items, names, lists] = await Promise.all([
+		client.storage.list(signal),
+		client.runtime.list(signal),
+		client.crtLists.lists(signal),
+	]);
+	const [storage, runtime, entries] = await Promise.all([
+		Promise.all(
+			items.map((i) =>
+				limit(async () => ({
+					storageName: i.storageName,
+					...(i.file === undefined ? {} : { file: i.file }),
+					meta: await metaOrEmpty(() => client.storage.get(i.storageName, signal), storageMeta),
+				})),
+			),
+		),
+		Promise.all(
+			names.map((name) =>
+				limit(async () => ({
+					name,
+					meta: await metaOrEmpty(() => client.runtime.get(name, signal), runtimeMeta),
+				})),
+			),
+		),
+		Promise.all(
+			lists.map((l) => limit(async () => ({ list: l, entries: await client.crtLists.entries(l, signal) }))),
+		),
+	]);
+	const crtLists = new Map<string, string[]>();
+	for (const { list: l, entries: es } of entries) {
+		for (const e of es) crtLists.set(e.file, [...new Set([...(crtLists.get(e.file) ?? []), l])]);
+	}
+	return joinRefs(storage, runtime, crtLists);
+}

@@ -1,0 +1,132 @@
+/**
+ * The double's runtime endpoints, performed on the real HAProxy through the project's runtime-socket client,
+ * so "in use" refusals, stale listings and serials are HAProxy's own. Status codes as the real server sends
+ * them (dpapi.md §3-4): HAProxy errors are 500, an unknown crt-list entry on delete is 404, and a failed
+ * `set` echoes the whole socket command, key included (the client must scrub it).
+ */
+import { basename } from "node:path";
+import { describeError } from "../../../src/errors.js";
+import type { CertDetail } from "../../../src/targets/haproxy-runtime/parse.js";
+import { type DoubleContext, errorBody, type Handled } from "./context.js";
+
+function detailBody(d: CertDetail): Record<string, unknown> {
+	const body: Record<string, unknown> = { storage_name: d.filename };
+	if (d.status) body.status = d.status;
+	if (d.serial) body.serial = d.serial;
+	if (d.notBefore) body.not_before = d.notBefore.toISOString();
+	if (d.notAfter) body.not_after = d.notAfter.toISOString();
+	if (d.sans.length > 0) body.subject_alternative_names = d.sans.map((s) => `DNS:${s}`).join(", ");
+	if (d.algorithm) body.algorithm = d.algorithm;
+	if (d.sha1) body.sha1_finger_print = d.sha1;
+	if (d.subject) body.subject = d.subject;
+	if (d.issuer) body.issuers = d.issuer;
+	const last = d.chain.at(-1);
+	if (last) {
+		body.chain_subject = last.subject;
+		body.chain_issuer = last.issuer;
+	}
+	return body;
+}
+
+/** The upstream client puts the failed socket command, payload included, into the error text. */
+function echoed(e: unknown, command: string, pem?: string): Handled {
+	return errorBody(500, `${describeError(e)}: ${command}${pem === undefined ? "" : ` <<\n${pem}`}`);
+}
+
+export const runtime = {
+	async list(ctx: DoubleContext): Promise<Handled> {
+		const { names } = await ctx.runtime.showCerts();
+		return { status: 200, body: names.map((n) => ({ storage_name: n, description: basename(n) })) };
+	},
+
+	async get(ctx: DoubleContext, name: string): Promise<Handled> {
+		const detail = await ctx.runtime.showCert(name);
+		if (detail === undefined) return errorBody(404, `ssl certificate ${name} does not exist`);
+		return { status: 200, body: detailBody(detail) };
+	},
+
+	/** The part's filename, reduced to its basename (Go's multipart does it), names the certificate. */
+	async create(ctx: DoubleContext, upload: { filename: string; text: string }): Promise<Handled> {
+		const name = basename(upload.filename);
+		try {
+			await ctx.runtime.newCert(name);
+		} catch (e) {
+			return echoed(e, `new ssl cert ${name}`);
+		}
+		try {
+			await ctx.runtime.setCert(name, upload.text);
+		} catch (e) {
+			return echoed(e, `set ssl cert ${name}`, upload.text);
+		}
+		try {
+			await ctx.runtime.commitCert(name);
+		} catch (e) {
+			return echoed(e, `commit ssl cert ${name}`);
+		}
+		return { status: 201 };
+	},
+
+	async replace(ctx: DoubleContext, name: string, text: string): Promise<Handled> {
+		try {
+			await ctx.runtime.setCert(name, text);
+		} catch (e) {
+			return echoed(e, `set ssl cert ${name}`, text);
+		}
+		try {
+			await ctx.runtime.commitCert(name);
+		} catch (e) {
+			return echoed(e, `commit ssl cert ${name}`);
+		}
+		return { status: 200 };
+	},
+
+	async delete(ctx: DoubleContext, name: string): Promise<Handled> {
+		try {
+			await ctx.runtime.delCert(name);
+			return { status: 204 };
+		} catch (e) {
+			return echoed(e, `del ssl cert ${name}`);
+		}
+	},
+
+	async crtLists(ctx: DoubleContext): Promise<Handled> {
+		return { status: 200, body: (await ctx.runtime.showCrtLists()).map((file) => ({ file })) };
+	},
+
+	async entries(ctx: DoubleContext, list: string): Promise<Handled> {
+		const entries = await ctx.runtime.showCrtList(list);
+		if (entries === undefined) return errorBody(404, `crt-list ${list} does not exist`);
+		return {
+			status: 200,
+			body: entries.map((e) => ({
+				file: e.file,
+				line_number: e.line ?? 0,
+				...(e.options ? { ssl_bind_config: e.options } : {}),
+				...(e.filters.length > 0 ? { sni_filter: e.filters } : {}),
+			})),
+		};
+	},
+
+	async addEntry(ctx: DoubleContext, list: string, entry: unknown): Promise<Handled> {
+		const e = entry as { file?: string; ssl_bind_config?: string; sni_filter?: string[] };
+		if (!e.file) return errorBody(400, "file is required");
+		try {
+			await ctx.runtime.addCrtListEntry(list, e.file, {
+				...(e.ssl_bind_config ? { sslOptions: e.ssl_bind_config } : {}),
+				...(e.sni_filter ? { filters: e.sni_filter } : {}),
+			});
+			return { status: 201 };
+		} catch (e2) {
+			return echoed(e2, `add ssl crt-list ${list} ${e.file}`);
+		}
+	},
+
+	async deleteEntry(ctx: DoubleContext, list: string, certFile: string, line?: number): Promise<Handled> {
+		try {
+			await ctx.runtime.delCrtListEntry(list, certFile, line);
+			return { status: 204 };
+		} catch (e) {
+			return errorBody(404, describeError(e));
+		}
+	},
+};

@@ -1,0 +1,211 @@
+/**
+ * The double's storage endpoints: real files in a directory HAProxy loads, with the server's own rules
+ * (research/dpapi.md §2): sanitised names, PEM check with 500s, PUT never creates, DELETE refused with
+ * 409 when haproxy.cfg names the file, and a runtime push (202 + Reload-ID when it fails) unless skip_reload.
+ */
+import { createPrivateKey, X509Certificate } from "node:crypto";
+import { readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { sanitizeStorageName } from "../../../src/targets/haproxy-dataplane/client.js";
+import type { DoubleContext, Handled } from "./context.js";
+import { errorBody } from "./context.js";
+
+const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----\r?\n[\s\S]*?-----END \1-----/g;
+
+interface Pem {
+	certs: X509Certificate[];
+}
+
+/** client-native's validatePEM: a certificate and an RSA/ECDSA key, unencrypted, in one file. */
+function validatePem(text: string): Pem | string {
+	const blocks = [...text.matchAll(PEM_BLOCK)];
+	const certs: X509Certificate[] = [];
+	let key = false;
+	for (const b of blocks) {
+		const label = b[1] ?? "";
+		if (label === "CERTIFICATE") {
+			try {
+				certs.push(new X509Certificate(b[0]));
+			} catch {
+				return "failed to parse certificate";
+			}
+		} else if (/^(RSA |EC )?PRIVATE KEY$/.test(label)) {
+			try {
+				const type = createPrivateKey(b[0]).asymmetricKeyType;
+				if (type !== "rsa" && type !== "ec") return "failed to parse private key";
+				key = true;
+			} catch {
+				return "failed to parse private key";
+			}
+		}
+	}
+	if (certs.length === 0 || !key) return "file should contain both certificate and private key";
+	return { certs };
+}
+
+function cn(dn: string): string {
+	return /(?:^|\n)CN=([^\n]*)/.exec(dn)?.[1] ?? "";
+}
+
+/** The metadata a v3.4 server reports for a storage file (dpapi.md §2.3). */
+function metadata(name: string, file: string, size: number, pem: Pem): Record<string, unknown> {
+	const leaf = pem.certs.find((c) => !c.ca) ?? pem.certs[0]!;
+	const notBefore = Math.max(...pem.certs.map((c) => Date.parse(c.validFrom)));
+	const notAfter = Math.min(...pem.certs.map((c) => Date.parse(c.validTo)));
+	const domains = new Set<string>();
+	const ips = new Set<string>();
+	for (const c of pem.certs.filter((x) => !x.ca)) {
+		if (cn(c.subject)) domains.add(cn(c.subject));
+		for (const part of (c.subjectAltName ?? "").split(/,\s*/)) {
+			if (part.startsWith("DNS:")) domains.add(part.slice(4));
+			if (part.startsWith("IP Address:")) ips.add(part.slice(11));
+		}
+	}
+	const issuers = new Set(pem.certs.map((c) => cn(c.issuer)).filter((x) => x !== ""));
+	const body: Record<string, unknown> = {
+		storage_name: name,
+		file,
+		description: "managed SSL file",
+		size,
+		not_before: new Date(notBefore).toISOString(),
+		not_after: new Date(notAfter).toISOString(),
+		serial: BigInt(`0x${leaf.serialNumber}`).toString(10),
+		subject: cn(leaf.subject),
+		issuers: [...issuers].join(", "),
+		domains: [...domains].join(", "),
+	};
+	if (ips.size > 0) body.ip_addresses = [...ips].join(", ");
+	return body;
+}
+
+async function exists(path: string): Promise<boolean> {
+	return stat(path).then(
+		() => true,
+		() => false,
+	);
+}
+
+async function writeAtomically(path: string, text: string): Promise<void> {
+	const temp = `${path}.tmp-${process.pid}-${Date.now()}`;
+	await writeFile(temp, text, { mode: 0o600 });
+	await rename(temp, path);
+}
+
+export interface WriteFlags {
+	skipReload: boolean;
+	forceReload: boolean;
+}
+
+export function flagsOf(query: URLSearchParams): WriteFlags {
+	return {
+		skipReload: query.get("skip_reload") === "true",
+		forceReload: query.get("force_reload") === "true",
+	};
+}
+
+/** After a file write: nothing, a forced reload, or a runtime push with a reload scheduled if it fails. */
+async function afterWrite(
+	ctx: DoubleContext,
+	flags: WriteFlags,
+	okStatus: number,
+	body: Record<string, unknown>,
+	push: () => Promise<void>,
+): Promise<Handled> {
+	if (flags.skipReload) return { status: okStatus, body };
+	if (flags.forceReload) {
+		await ctx.reload();
+		return { status: okStatus, body };
+	}
+	try {
+		await push();
+		return { status: okStatus, body };
+	} catch {
+		return { status: 202, body, headers: { "Reload-ID": ctx.scheduleReload() } };
+	}
+}
+
+export const storage = {
+	async list(ctx: DoubleContext): Promise<Handled> {
+		const items: Record<string, unknown>[] = [];
+		for (const entry of (await readdir(ctx.storageDir, { withFileTypes: true })).sort((a, b) =>
+			a.name.localeCompare(b.name),
+		)) {
+			if (!entry.isFile()) continue;
+			const file = join(ctx.storageDir, entry.name);
+			// The list silently skips files without both a certificate and a key.
+			if (typeof validatePem(await readFile(file, "utf8")) === "string") continue;
+			items.push({ file, storage_name: entry.name, description: "managed SSL file" });
+		}
+		return { status: 200, body: items };
+	},
+
+	async get(ctx: DoubleContext, rawName: string): Promise<Handled> {
+		const name = sanitizeStorageName(rawName);
+		const file = join(ctx.storageDir, name);
+		if (!(await exists(file))) return errorBody(404, `file ${name} doesn't exist`);
+		const text = await readFile(file, "utf8");
+		const pem = validatePem(text);
+		if (typeof pem === "string") return errorBody(500, pem);
+		return { status: 200, body: metadata(name, file, Buffer.byteLength(text), pem) };
+	},
+
+	async create(
+		ctx: DoubleContext,
+		upload: { filename: string; text: string },
+		flags: WriteFlags,
+	): Promise<Handled> {
+		const name = sanitizeStorageName(upload.filename);
+		const file = join(ctx.storageDir, name);
+		if (await exists(file)) return errorBody(409, `file ${name} already exists`);
+		const pem = validatePem(upload.text);
+		if (typeof pem === "string") return errorBody(500, pem);
+		await writeAtomically(file, upload.text);
+		const body = metadata(name, file, Buffer.byteLength(upload.text), pem);
+		return afterWrite(ctx, flags, 201, body, async () => {
+			await ctx.runtime.newCert(file);
+			await ctx.runtime.setCert(file, upload.text);
+			await ctx.runtime.commitCert(file);
+		});
+	},
+
+	async replace(ctx: DoubleContext, rawName: string, text: string, flags: WriteFlags): Promise<Handled> {
+		const name = sanitizeStorageName(rawName);
+		const file = join(ctx.storageDir, name);
+		if (!(await exists(file))) return errorBody(404, `file ${name} doesn't exist`);
+		const pem = validatePem(text);
+		if (typeof pem === "string") return errorBody(500, pem);
+		await writeAtomically(file, text);
+		const body = metadata(name, file, Buffer.byteLength(text), pem);
+		return afterWrite(ctx, flags, 200, body, async () => {
+			await ctx.runtime.setCert(file, text);
+			await ctx.runtime.commitCert(file);
+		});
+	},
+
+	async delete(ctx: DoubleContext, rawName: string, flags: WriteFlags): Promise<Handled> {
+		const name = sanitizeStorageName(rawName);
+		const file = join(ctx.storageDir, name);
+		if (!(await exists(file))) return errorBody(404, `file ${name} doesn't exist`);
+		const config = (await readFile(ctx.configFile, "utf8")).split("\n");
+		const line = config.findIndex((l) => !l.trim().startsWith("#") && l.includes(file));
+		if (line >= 0) {
+			return errorBody(
+				409,
+				`rejecting attempt to delete file ${file} referenced in haproxy conf at line ${line + 1}: ${config[line]?.trim()}`,
+			);
+		}
+		await rm(file);
+		if (flags.skipReload) return { status: 204 };
+		if (flags.forceReload) {
+			await ctx.reload();
+			return { status: 204 };
+		}
+		// The server sends the bare URL name, which HAProxy (naming certificates by path) rarely knows.
+		try {
+			await ctx.runtime.delCert(rawName);
+			return { status: 204 };
+		} catch {
+			return { status: 202, headers: { "Reload-ID": ctx.scheduleReload() } };
+		}
+	},
+};

@@ -1,0 +1,143 @@
+/**
+ * The reconciler through the haproxy-dataplane target, against the Data Plane API double in front of a real
+ * HAProxy: the seed's thrash scenario and a hot renewal, counted at the API (writes per cycle, zero once
+ * converged) and checked by TLS probes, with the worker pid proving no reload happened.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { normaliseSerial, parseBundle } from "../../src/certificates/index.js";
+import { probeServed } from "../../src/probe/index.js";
+import type { DesiredCertificate } from "../../src/reconcile/model.js";
+import type { EndpointReport } from "../../src/reconcile/report.js";
+import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
+import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
+import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
+import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+
+let ca: TestIssuer;
+const running: Array<{ h: Haproxy; d: DpapiDouble; t: BuiltTarget }> = [];
+
+beforeAll(async () => {
+	ca = await createTestCa("reconcile dataplane CA");
+});
+afterEach(async () => {
+	for (const r of running.splice(0)) {
+		await r.t.close();
+		r.d.assertSpecClean();
+		await r.d.close();
+		await r.h.stop();
+	}
+});
+
+function desired(name: string, leaf: TestLeaf, names: string[]): DesiredCertificate {
+	return {
+		name,
+		names,
+		bundle: parseBundle({ combined: leaf.combinedPem }, { source: name }),
+		origin: "test",
+	};
+}
+
+async function setup(crtDir: Record<string, string>, extra: Record<string, unknown> = {}) {
+	const h = await startHaproxy({ crtDir });
+	const d = await startDpapiDouble({ haproxy: h });
+	const config = dataplaneTargetSchema.parse({
+		name: "fra-staging",
+		type: "haproxy-dataplane",
+		storage_dir: h.crtDir,
+		...(extra.crtList ? { crt_list: h.crtListPath } : {}),
+		endpoints: [
+			{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
+		],
+	});
+	const t = buildTarget(config, { now: () => new Date() });
+	running.push({ h, d, t });
+	return { h, d, t };
+}
+
+async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<EndpointReport> {
+	const report = await t.runner.run(want, "sync", new AbortController().signal);
+	return report.endpoints[0] as EndpointReport;
+}
+
+const served = async (h: Haproxy, sni: string) => (await probeServed({ address: h.address, sni })).serial;
+const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
+const WRITE_OPS = /^(create|replace|delete|add)/;
+const apiWrites = (d: DpapiDouble) =>
+	Object.entries(d.counts())
+		.filter(([op]) => WRITE_OPS.test(op))
+		.reduce((n, [, c]) => n + c, 0);
+
+describe("reconcile through the Data Plane API (haproxy-dataplane target)", () => {
+	it("the seed: ten cycles delete the duplicate once, never recreate it, keep the keeper served, no reload", async () => {
+		const names = ["barsone.test", "www.barsone.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, d, t } = await setup({
+			"barsone.pem": keeper.combinedPem,
+			"legacy_barsone.pem": legacy.combinedPem,
+		});
+		const pid = await h.workerPid();
+		const want = [desired("barsone", keeper, names)];
+		const perCycle: string[][] = [];
+		const apiPerCycle: number[] = [];
+		for (let i = 0; i < 10; i++) {
+			const before = apiWrites(d);
+			const e = await cycle(t, want);
+			expect(e.ok).toBe(true);
+			perCycle.push(writes(e));
+			apiPerCycle.push(apiWrites(d) - before);
+		}
+		expect(perCycle[0]).toEqual([
+			"crt-list-remove legacy_barsone.pem",
+			"runtime-delete legacy_barsone.pem",
+			"storage-delete legacy_barsone.pem",
+		]);
+		expect(perCycle.slice(1).flat()).toEqual([]);
+		expect(apiPerCycle).toEqual([3, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+		expect(d.count("createStorageSSLCertificate")).toBe(0);
+		expect(existsSync(join(h.crtDir, "legacy_barsone.pem"))).toBe(false);
+		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(keeper.serial));
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+	});
+
+	it("a renewal is pushed hot (storage PUT + runtime set), served, and the next cycle writes nothing", async () => {
+		const names = ["renew.test"];
+		const v1 = await issueTestLeaf(ca, { names });
+		const { h, d, t } = await setup({ "renew.pem": v1.combinedPem });
+		const pid = await h.workerPid();
+		expect(writes(await cycle(t, [desired("renew", v1, names)]))).toEqual([]);
+		const v2 = await issueTestLeaf(ca, { names });
+		const before = d.counts();
+		const e = await cycle(t, [desired("renew", v2, names)]);
+		expect(writes(e)).toEqual(["storage-replace renew.pem", "runtime-set renew.pem"]);
+		expect(d.count("replaceStorageSSLCertificate") - (before.replaceStorageSSLCertificate ?? 0)).toBe(1);
+		expect(d.count("replaceCert") - (before.replaceCert ?? 0)).toBe(1);
+		expect(await served(h, "renew.test")).toBe(normaliseSerial(v2.serial));
+		const settled = apiWrites(d);
+		expect(writes(await cycle(t, [desired("renew", v2, names)]))).toEqual([]);
+		expect(apiWrites(d)).toBe(settled);
+		expect(await h.workerPid()).toBe(pid);
+	});
+
+	it("a new certificate goes live through the configured crt-list, stays converged, and renews hot", async () => {
+		const names = ["fresh.test"];
+		const v1 = await issueTestLeaf(ca, { names });
+		const { h, d, t } = await setup({}, { crtList: true });
+		const pid = await h.workerPid();
+		const first = await cycle(t, [desired("fresh", v1, names)]);
+		expect(writes(first)).toEqual(["storage-create fresh.pem", "runtime-add fresh.pem"]);
+		expect(await served(h, "fresh.test")).toBe(normaliseSerial(v1.serial));
+		const settled = apiWrites(d);
+		expect(writes(await cycle(t, [desired("fresh", v1, names)]))).toEqual([]);
+		expect(apiWrites(d)).toBe(settled);
+		const v2 = await issueTestLeaf(ca, { names });
+		const renewal = await cycle(t, [desired("fresh", v2, names)]);
+		expect(renewal.steps.map((s) => `${s.op} ${s.result}`)).toEqual(["storage-replace ok", "runtime-set ok"]);
+		expect(await served(h, "fresh.test")).toBe(normaliseSerial(v2.serial));
+		expect(await h.workerPid()).toBe(pid);
+	});
+});
