@@ -9,13 +9,20 @@ import { dirname, join } from "node:path";
 import { OpenAPIBackend, type Operation } from "openapi-backend";
 import { parse } from "yaml";
 
-/** shared/specs/dataplaneapi-v3.yaml in the nearest ancestor directory that has it (or $DPAPI_SPEC). */
+/**
+ * The spec vendored in this repository (spec/, an unmodified copy: see spec/SOURCE.md), else
+ * shared/specs/dataplaneapi-v3.yaml in the nearest ancestor directory that has it, or $DPAPI_SPEC.
+ */
 export function findSpecFile(): string {
 	const fromEnv = process.env.DPAPI_SPEC;
 	if (fromEnv) return fromEnv;
 	for (let dir = dirname(new URL(import.meta.url).pathname); ; dir = dirname(dir)) {
-		const candidate = join(dir, "shared", "specs", "dataplaneapi-v3.yaml");
-		if (existsSync(candidate)) return candidate;
+		for (const candidate of [
+			join(dir, "spec", "dataplaneapi-v3.yaml"),
+			join(dir, "shared", "specs", "dataplaneapi-v3.yaml"),
+		]) {
+			if (existsSync(candidate)) return candidate;
+		}
 		if (dirname(dir) === dir)
 			throw new Error("dataplaneapi-v3.yaml not found above the test folder; set DPAPI_SPEC");
 	}
