@@ -34,7 +34,9 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	let built: ReturnType<typeof buildSources>;
 	try {
 		built = buildSources(config.sources, { stateDir: config.state_dir, clock: now });
-		for (const t of config.targets) targets.push(buildTarget(t, { now }));
+		const warn = (message: string, fields?: Record<string, unknown>) =>
+			options.log.warn(fields ?? {}, message);
+		for (const t of config.targets) targets.push(buildTarget(t, { now, warn }));
 	} catch (e) {
 		store.close();
 		await Promise.all(targets.map((t) => t.close()));

@@ -11,6 +11,8 @@ import { createRuntimeEndpoint } from "./haproxy-runtime/index.js";
 
 export interface TargetDeps {
 	now: () => Date;
+	/** Warnings a driver must not hide (insecure TLS, a reload an endpoint caused). */
+	warn?: (fields: Record<string, unknown>, message: string) => void;
 	/** Endpoints processed at once inside a target (default 16). */
 	endpointConcurrency?: number;
 }
@@ -45,7 +47,11 @@ export const targetFactories = {
 	},
 	"haproxy-dataplane": (config, deps) => {
 		const endpoints = config.endpoints.map((e) =>
-			createDataplaneEndpoint(e, { now: deps.now, allowNameRemoval: config.allow_name_removal }),
+			createDataplaneEndpoint(e, {
+				now: deps.now,
+				allowNameRemoval: config.allow_name_removal,
+				...(deps.warn ? { warn: deps.warn } : {}),
+			}),
 		);
 		return {
 			runner: createFleetRunner({
