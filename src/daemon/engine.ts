@@ -34,8 +34,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	let built: ReturnType<typeof buildSources>;
 	try {
 		built = buildSources(config.sources, { stateDir: config.state_dir, clock: now });
-		const warn = (message: string, fields?: Record<string, unknown>) =>
-			options.log.warn(fields ?? {}, message);
+		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
 		for (const t of config.targets) targets.push(buildTarget(t, { now, warn }));
 	} catch (e) {
 		store.close();
