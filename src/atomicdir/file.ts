@@ -1,0 +1,83 @@
+/**
+ * One file replaced atomically: temp file beside it, fsync, rename, fsync the directory. A reader that
+ * opens the file once always gets one whole version (the strongest reader tier, used by haproxy-pem).
+ */
+import { readFile, rename, rm } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import { CertificateeError, describeError } from "../errors.js";
+import { lstatOrUndefined } from "./compare.js";
+import { removeStale, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
+import { lockFile } from "./lock.js";
+import { checkFileName, randomTag, siblingsOf } from "./names.js";
+import type { NativeBinding } from "./renameat2.js";
+import type { DesiredFile, Owner, SyncStep } from "./types.js";
+
+export interface FileSyncOptions {
+	owner?: Owner;
+	durable?: boolean;
+	lockTimeoutMs?: number;
+	onStep?: (step: SyncStep) => void;
+	binding?: NativeBinding;
+}
+
+export interface FileSyncResult {
+	path: string;
+	status: "unchanged" | "written";
+	problems: CertificateeError[];
+}
+
+/** Idempotent like syncDirectory; locks the directory holding the file (lock file beside that directory). */
+export async function writeFileAtomic(
+	path: string,
+	file: DesiredFile,
+	options: FileSyncOptions = {},
+): Promise<FileSyncResult> {
+	const full = resolve(path);
+	const dir = dirname(full);
+	const name = basename(full);
+	checkFileName(name, dir);
+	const lock = await lockFile(siblingsOf(dir).lock, full, options.lockTimeoutMs ?? 10_000, options.binding);
+	try {
+		const prefix = `.${name}.atomicdir-tmp-`;
+		const problems = await removeStale(dir, (n) => n.startsWith(prefix), full);
+		if (await sameFile(full, file, options.owner)) return { path: full, status: "unchanged", problems };
+		const tmp = join(dir, `${prefix}${randomTag()}`);
+		try {
+			await writeNewFile(tmp, file, options.owner, options.durable ?? true);
+			options.onStep?.("staging-synced");
+			await rename(tmp, full);
+		} catch (e) {
+			await rm(tmp, { force: true }).catch(() => {});
+			throw new CertificateeError(
+				"ATOMICDIR_SWAP_FAILED",
+				`cannot replace ${full}: ${describeError(e)}; old content kept`,
+				{
+					context: { file: full },
+					hint: "certificatee needs write access to the directory",
+					cause: e,
+				},
+			);
+		}
+		options.onStep?.("swapped");
+		await syncDirectoryEntry(dir, options.durable ?? true).catch((e: unknown) =>
+			problems.push(
+				new CertificateeError("ATOMICDIR_SWAP_FAILED", `${full} replaced, but fsync of ${dir} failed`, {
+					context: { file: full },
+					hint: "it may not survive a power loss",
+					cause: e,
+				}),
+			),
+		);
+		return { path: full, status: "written", problems };
+	} finally {
+		await lock.release();
+	}
+}
+
+async function sameFile(path: string, want: DesiredFile, owner: Owner | undefined): Promise<boolean> {
+	const st = await lstatOrUndefined(path);
+	if (st === undefined || !st.isFile() || (st.mode & 0o7777) !== (want.mode & 0o7777)) return false;
+	if (owner !== undefined && (st.uid !== owner.uid || st.gid !== owner.gid)) return false;
+	const bytes = typeof want.content === "string" ? Buffer.from(want.content) : want.content;
+	return st.size === bytes.byteLength && Buffer.compare(await readFile(path), bytes) === 0;
+}
