@@ -46,7 +46,12 @@ export function directoryOwner(ctx: SyncContext, current: { uid: number; gid: nu
 }
 
 /** A failure before the new version was published: the old content is intact. */
-export function writeFailed(ctx: SyncContext, what: string, cause: unknown): CertificateeError {
+export function writeFailed(
+	ctx: SyncContext,
+	what: string,
+	cause: unknown,
+	leftovers: CertificateeError[] = [],
+): CertificateeError {
 	const code = (cause as NodeJS.ErrnoException | undefined)?.code;
 	const hint =
 		code === "EROFS"
@@ -58,7 +63,7 @@ export function writeFailed(ctx: SyncContext, what: string, cause: unknown): Cer
 					: "check the target path and its parent directory";
 	return new CertificateeError(
 		"ATOMICDIR_SWAP_FAILED",
-		`${what}: ${describeError(cause)}; old content kept`,
+		`${what}: ${describeError(cause)}; old content kept${leftoverNote(leftovers)}`,
 		{
 			context: { target: ctx.target },
 			hint,
@@ -66,4 +71,9 @@ export function writeFailed(ctx: SyncContext, what: string, cause: unknown): Cer
 			cause,
 		},
 	);
+}
+
+/** Cleanup failures while giving up are part of the thrown error's message, never dropped. */
+export function leftoverNote(leftovers: CertificateeError[]): string {
+	return leftovers.length === 0 ? "" : ` (and ${leftovers.map((l) => l.message).join("; ")})`;
 }

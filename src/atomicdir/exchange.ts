@@ -3,18 +3,18 @@
  * with the target in one renameat2(RENAME_EXCHANGE), fsync the parent, remove the old version.
  */
 import type { Stats } from "node:fs";
-import { rename, rm, stat } from "node:fs/promises";
+import { renameSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { CertificateeError, describeError } from "../errors.js";
 import { diffDirectory, lstatOrUndefined } from "./compare.js";
-import { directoryOwner, type SyncContext, writeFailed } from "./context.js";
-import { cleanupError, makeDirectory, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
+import { directoryOwner, leftoverNote, type SyncContext, writeFailed } from "./context.js";
+import { makeDirectory, removeOrReport, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
 import { randomTag } from "./names.js";
 import { SyscallError, UNSUPPORTED_ERRNO } from "./renameat2.js";
 import type { SyncResult } from "./types.js";
 
 export async function syncByExchange(ctx: SyncContext): Promise<SyncResult> {
-	const current = await lstatOrUndefined(ctx.target);
+	const current = lstatOrUndefined(ctx.target);
 	if (current !== undefined && !current.isDirectory()) {
 		throw new CertificateeError("ATOMICDIR_SWAP_FAILED", `${ctx.target} exists and is not a directory`, {
 			context: { target: ctx.target },
@@ -28,16 +28,15 @@ export async function syncByExchange(ctx: SyncContext): Promise<SyncResult> {
 	});
 	const base = { target: ctx.target, swap: "exchange" as const, first: current === undefined };
 	if (diff.differences.length === 0) return { ...base, status: "unchanged", differences: [], problems: [] };
-	if (current !== undefined) await refuseMountPoint(ctx, current);
+	if (current !== undefined) refuseMountPoint(ctx, current);
 
 	const staging = join(ctx.parent, `${ctx.stagingPrefix}${randomTag()}`);
 	await writeStaging(ctx, staging, current);
 	try {
-		if (current === undefined) await rename(staging, ctx.target);
+		if (current === undefined) renameSync(staging, ctx.target);
 		else ctx.binding.exchange(staging, ctx.target);
 	} catch (e) {
-		await rm(staging, { recursive: true, force: true }).catch(() => {});
-		throw swapError(ctx, e);
+		throw swapError(ctx, e, removeOrReport(staging, ctx.target));
 	}
 	ctx.step("swapped");
 	const problems: CertificateeError[] = [];
@@ -45,11 +44,7 @@ export async function syncByExchange(ctx: SyncContext): Promise<SyncResult> {
 		problems.push(parentSyncError(ctx, e)),
 	);
 	ctx.step("parent-synced");
-	if (current !== undefined) {
-		await rm(staging, { recursive: true, force: true }).catch((e: unknown) =>
-			problems.push(cleanupError(staging, ctx.target, e)),
-		);
-	}
+	if (current !== undefined) problems.push(...removeOrReport(staging, ctx.target));
 	ctx.step("cleaned");
 	return { ...base, status: "written", differences: diff.differences, problems };
 }
@@ -58,7 +53,7 @@ export async function syncByExchange(ctx: SyncContext): Promise<SyncResult> {
 async function writeStaging(ctx: SyncContext, staging: string, current: Stats | undefined): Promise<void> {
 	try {
 		const mode = ctx.dirMode ?? (current === undefined ? 0o755 : current.mode & 0o7777);
-		await makeDirectory(staging, mode, directoryOwner(ctx, current));
+		makeDirectory(staging, mode, directoryOwner(ctx, current));
 		ctx.step("staging-created");
 		for (const [name, file] of Object.entries(ctx.files)) {
 			await writeNewFile(join(staging, name), file, ctx.owner, ctx.durable);
@@ -67,14 +62,18 @@ async function writeStaging(ctx: SyncContext, staging: string, current: Stats | 
 		await syncDirectoryEntry(staging, ctx.durable);
 		ctx.step("staging-synced");
 	} catch (e) {
-		await rm(staging, { recursive: true, force: true }).catch(() => {});
-		throw writeFailed(ctx, `cannot write the new version of ${ctx.target}`, e);
+		throw writeFailed(
+			ctx,
+			`cannot write the new version of ${ctx.target}`,
+			e,
+			removeOrReport(staging, ctx.target),
+		);
 	}
 }
 
 /** A mount point can't be renamed over (EBUSY): say so before writing anything. */
-async function refuseMountPoint(ctx: SyncContext, current: Stats): Promise<void> {
-	const parent = await stat(ctx.parent);
+function refuseMountPoint(ctx: SyncContext, current: Stats): void {
+	const parent = statSync(ctx.parent);
 	if (parent.dev !== current.dev) throw unsupported(ctx, "EBUSY", "the target is a mount point");
 }
 
@@ -88,17 +87,23 @@ const EXPLAIN: Record<string, string> = {
 	EOPNOTSUPP: "the filesystem does not support RENAME_EXCHANGE",
 };
 
-function swapError(ctx: SyncContext, e: unknown): CertificateeError {
+function swapError(ctx: SyncContext, e: unknown, leftovers: CertificateeError[]): CertificateeError {
 	if (e instanceof SyscallError && UNSUPPORTED_ERRNO.has(e.code)) {
-		return unsupported(ctx, e.code, EXPLAIN[e.code] ?? "exchange not supported", e);
+		return unsupported(ctx, e.code, EXPLAIN[e.code] ?? "exchange not supported", e, leftovers);
 	}
-	return writeFailed(ctx, `cannot publish the new version of ${ctx.target}`, e);
+	return writeFailed(ctx, `cannot publish the new version of ${ctx.target}`, e, leftovers);
 }
 
-export function unsupported(ctx: SyncContext, code: string, why: string, cause?: unknown): CertificateeError {
+export function unsupported(
+	ctx: SyncContext,
+	code: string,
+	why: string,
+	cause?: unknown,
+	leftovers: CertificateeError[] = [],
+): CertificateeError {
 	return new CertificateeError(
 		"ATOMICDIR_UNSUPPORTED",
-		`cannot swap ${ctx.target} atomically: ${why} (${code}); old content kept`,
+		`cannot swap ${ctx.target} atomically: ${why} (${code}); old content kept${leftoverNote(leftovers)}`,
 		{
 			context: { target: ctx.target, operation: "renameat2(RENAME_EXCHANGE)" },
 			hint:

@@ -2,11 +2,12 @@
  * One file replaced atomically: temp file beside it, fsync, rename, fsync the directory. A reader that
  * opens the file once always gets one whole version (the strongest reader tier, used by haproxy-pem).
  */
-import { readFile, rename, rm } from "node:fs/promises";
+import { renameSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { CertificateeError, describeError } from "../errors.js";
-import { lstatOrUndefined } from "./compare.js";
-import { removeStale, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
+import { lstatOrUndefined, sameContent } from "./compare.js";
+import { leftoverNote } from "./context.js";
+import { removeOrReport, removeStale, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
 import { lockFile } from "./lock.js";
 import { checkFileName, randomTag, siblingsOf } from "./names.js";
 import type { NativeBinding } from "./renameat2.js";
@@ -39,18 +40,18 @@ export async function writeFileAtomic(
 	const lock = await lockFile(siblingsOf(dir).lock, full, options.lockTimeoutMs ?? 10_000, options.binding);
 	try {
 		const prefix = `.${name}.atomicdir-tmp-`;
-		const problems = await removeStale(dir, (n) => n.startsWith(prefix), full);
-		if (await sameFile(full, file, options.owner)) return { path: full, status: "unchanged", problems };
+		const problems = removeStale(dir, (n) => n.startsWith(prefix), full);
+		if (sameFile(full, file, options.owner)) return { path: full, status: "unchanged", problems };
 		const tmp = join(dir, `${prefix}${randomTag()}`);
 		try {
 			await writeNewFile(tmp, file, options.owner, options.durable ?? true);
 			options.onStep?.("staging-synced");
-			await rename(tmp, full);
+			renameSync(tmp, full);
 		} catch (e) {
-			await rm(tmp, { force: true }).catch(() => {});
+			const note = leftoverNote(removeOrReport(tmp, full));
 			throw new CertificateeError(
 				"ATOMICDIR_SWAP_FAILED",
-				`cannot replace ${full}: ${describeError(e)}; old content kept`,
+				`cannot replace ${full}: ${describeError(e)}; old content kept${note}`,
 				{
 					context: { file: full },
 					hint: "certificatee needs write access to the directory",
@@ -74,10 +75,9 @@ export async function writeFileAtomic(
 	}
 }
 
-async function sameFile(path: string, want: DesiredFile, owner: Owner | undefined): Promise<boolean> {
-	const st = await lstatOrUndefined(path);
+function sameFile(path: string, want: DesiredFile, owner: Owner | undefined): boolean {
+	const st = lstatOrUndefined(path);
 	if (st === undefined || !st.isFile() || (st.mode & 0o7777) !== (want.mode & 0o7777)) return false;
 	if (owner !== undefined && (st.uid !== owner.uid || st.gid !== owner.gid)) return false;
-	const bytes = typeof want.content === "string" ? Buffer.from(want.content) : want.content;
-	return st.size === bytes.byteLength && Buffer.compare(await readFile(path), bytes) === 0;
+	return sameContent(path, st, want.content);
 }

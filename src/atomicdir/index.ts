@@ -41,7 +41,7 @@ export async function syncDirectory(
 	try {
 		const ctx = contextFrom(path, siblings.parent, siblings.stagingPrefix, files, binding, options);
 		ctx.step("locked");
-		const stale = await removeStale(siblings.parent, (n) => n.startsWith(siblings.stagingPrefix), path);
+		const stale = removeStale(siblings.parent, (n) => n.startsWith(siblings.stagingPrefix), path);
 		const result = await syncWith(await chooseSwap(ctx.target, options, binding), ctx);
 		result.problems.unshift(...stale);
 		return result;
@@ -72,7 +72,7 @@ async function chooseSwap(target: string, options: SyncOptions, binding: NativeB
 		() => true,
 		() => false,
 	);
-	if (exists) return (await isSymlinkLayout(target)) ? "symlink" : "try-exchange";
+	if (exists) return isSymlinkLayout(target) ? "symlink" : "try-exchange";
 	const probe = await probeExchange(siblingsOf(target).parent, binding);
 	return probe.supported ? "exchange" : "symlink";
 }
@@ -120,8 +120,8 @@ export async function removeStaleStaging(
 	const binding = options.binding ?? (await nativeBinding(path));
 	const lock = await lockFile(siblings.lock, path, options.lockTimeoutMs ?? 10_000, binding);
 	try {
-		const problems = await removeStale(siblings.parent, (n) => n.startsWith(siblings.stagingPrefix), path);
-		if (await isSymlinkLayout(path)) problems.push(...(await removeStaleInside(path)));
+		const problems = removeStale(siblings.parent, (n) => n.startsWith(siblings.stagingPrefix), path);
+		if (isSymlinkLayout(path)) problems.push(...removeStaleInside(path));
 		return problems;
 	} finally {
 		await lock.release();

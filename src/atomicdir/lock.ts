@@ -6,7 +6,7 @@
  * different inodes. Two opens in one process also exclude each other (flock locks belong to the open
  * file description), so concurrent syncs inside one process queue up too.
  */
-import { type FileHandle, open } from "node:fs/promises";
+import { closeSync, openSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError, describeError } from "../errors.js";
 import { LOCK_EX, LOCK_NB, LOCK_UN, loadNativeBinding, type NativeBinding } from "./renameat2.js";
@@ -22,9 +22,9 @@ export async function lockFile(
 	binding?: NativeBinding,
 ): Promise<HeldLock> {
 	const native = binding ?? (await requireNative(target));
-	let fh: FileHandle;
+	let fd: number;
 	try {
-		fh = await open(path, "a", 0o600);
+		fd = openLockFile(path);
 	} catch (e) {
 		throw new CertificateeError(
 			"ATOMICDIR_SWAP_FAILED",
@@ -41,14 +41,14 @@ export async function lockFile(
 	for (;;) {
 		let taken: boolean;
 		try {
-			taken = native.flock(fh.fd, LOCK_EX | LOCK_NB);
+			taken = native.flock(fd, LOCK_EX | LOCK_NB);
 		} catch (e) {
-			await fh.close();
+			closeSync(fd);
 			throw e;
 		}
 		if (taken) break;
 		if (Date.now() >= deadline) {
-			await fh.close();
+			closeSync(fd);
 			throw new CertificateeError("ATOMICDIR_LOCKED", `another writer holds ${path}`, {
 				context: { file: path, target },
 				hint: "another certificatee (or an installer) is syncing this directory; it is retried",
@@ -60,8 +60,8 @@ export async function lockFile(
 	}
 	return {
 		async release() {
-			native.flock(fh.fd, LOCK_UN);
-			await fh.close();
+			native.flock(fd, LOCK_UN);
+			closeSync(fd);
 		},
 	};
 }
@@ -73,4 +73,14 @@ async function requireNative(target: string): Promise<NativeBinding> {
 		context: { target },
 		hint: "directory targets need Linux (flock and renameat2 through libc)",
 	});
+}
+
+/** Opens read-only when the file exists (works on a read-only filesystem too), else creates it 0600. */
+function openLockFile(path: string): number {
+	try {
+		return openSync(path, "r");
+	} catch (e) {
+		if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+		return openSync(path, "a", 0o600);
+	}
 }

@@ -6,26 +6,34 @@
  * staging directory and renames it into place.
  */
 import type { Stats } from "node:fs";
-import { chmod, lstat, readdir, readlink, rename, rm, symlink } from "node:fs/promises";
+import { chmodSync, lstatSync, readdirSync, renameSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { CertificateeError } from "../errors.js";
-import { diffDirectory, lstatOrUndefined } from "./compare.js";
+import { diffDirectory, lstatOrUndefined, readlinkOrUndefined } from "./compare.js";
 import { directoryOwner, type SyncContext, writeFailed } from "./context.js";
-import { cleanupError, makeDirectory, removeStale, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
+import {
+	cleanupError,
+	makeDirectory,
+	remove,
+	removeOrReport,
+	removeStale,
+	syncDirectoryEntry,
+	writeNewFile,
+} from "./fsutil.js";
 import { DATA_LINK, DATA_LINK_TMP, randomTag, versionName } from "./names.js";
 import type { SyncResult } from "./types.js";
 
 const LINK_TMP_SUFFIX = ".atomicdir-link";
 
 export async function syncBySymlink(ctx: SyncContext): Promise<SyncResult> {
-	const current = await lstatOrUndefined(ctx.target);
+	const current = lstatOrUndefined(ctx.target);
 	if (current !== undefined && !current.isDirectory()) {
 		throw new CertificateeError("ATOMICDIR_SWAP_FAILED", `${ctx.target} exists and is not a directory`, {
 			context: { target: ctx.target },
 			hint: "point the target at a directory certificatee owns, or remove what is there",
 		});
 	}
-	const problems = current === undefined ? [] : await removeStaleInside(ctx.target);
+	const problems = current === undefined ? [] : removeStaleInside(ctx.target);
 	const diff = await diffDirectory(ctx.target, ctx.files, {
 		swap: "symlink",
 		dirMode: ctx.dirMode,
@@ -42,15 +50,14 @@ export async function syncBySymlink(ctx: SyncContext): Promise<SyncResult> {
 async function firstSync(ctx: SyncContext, mode: number): Promise<void> {
 	const staging = join(ctx.parent, `${ctx.stagingPrefix}${randomTag()}`);
 	try {
-		await makeDirectory(staging, mode, ctx.owner);
+		makeDirectory(staging, mode, ctx.owner);
 		ctx.step("staging-created");
 		await writeVersion(ctx, staging, mode);
-		await linkFiles(ctx, staging);
+		linkFiles(ctx, staging);
 		await syncDirectoryEntry(staging, ctx.durable);
-		await rename(staging, ctx.target);
+		renameSync(staging, ctx.target);
 	} catch (e) {
-		await rm(staging, { recursive: true, force: true }).catch(() => {});
-		throw writeFailed(ctx, `cannot create ${ctx.target}`, e);
+		throw writeFailed(ctx, `cannot create ${ctx.target}`, e, removeOrReport(staging, ctx.target));
 	}
 	ctx.step("swapped");
 	await syncDirectoryEntry(ctx.parent, ctx.durable);
@@ -63,13 +70,13 @@ async function nextVersion(ctx: SyncContext, mode: number, current: Stats) {
 	});
 	ctx.step("swapped");
 	try {
-		await linkFiles(ctx, ctx.target);
-		if ((current.mode & 0o7777) !== mode) await chmod(ctx.target, mode);
+		linkFiles(ctx, ctx.target);
+		if ((current.mode & 0o7777) !== mode) chmodSync(ctx.target, mode);
 	} catch (e) {
 		throw writeFailed(ctx, `new version of ${ctx.target} is live but its file links are not`, e);
 	}
 	ctx.step("links-updated");
-	const problems = await removeStale(ctx.target, (n) => isUnwanted(ctx, n, version), ctx.target);
+	const problems = removeStale(ctx.target, (n) => isUnwanted(ctx, n, version), ctx.target);
 	await syncDirectoryEntry(ctx.target, ctx.durable).catch((e: unknown) =>
 		problems.push(cleanupError(ctx.target, ctx.target, e)),
 	);
@@ -81,7 +88,7 @@ async function nextVersion(ctx: SyncContext, mode: number, current: Stats) {
 async function writeVersion(ctx: SyncContext, dir: string, mode: number): Promise<string> {
 	const version = versionName(ctx.now);
 	const path = join(dir, version);
-	await makeDirectory(path, mode, directoryOwner(ctx, undefined));
+	makeDirectory(path, mode, directoryOwner(ctx, undefined));
 	if (dir === ctx.target) ctx.step("staging-created");
 	for (const [name, file] of Object.entries(ctx.files)) {
 		await writeNewFile(join(path, name), file, ctx.owner, ctx.durable);
@@ -89,23 +96,23 @@ async function writeVersion(ctx: SyncContext, dir: string, mode: number): Promis
 	}
 	await syncDirectoryEntry(path, ctx.durable);
 	ctx.step("staging-synced");
-	await rm(join(dir, DATA_LINK_TMP), { force: true });
-	await symlink(version, join(dir, DATA_LINK_TMP));
-	await rename(join(dir, DATA_LINK_TMP), join(dir, DATA_LINK));
+	remove(join(dir, DATA_LINK_TMP));
+	symlinkSync(version, join(dir, DATA_LINK_TMP));
+	renameSync(join(dir, DATA_LINK_TMP), join(dir, DATA_LINK));
 	await syncDirectoryEntry(dir, ctx.durable);
 	ctx.step("data-flipped");
 	return version;
 }
 
 /** Makes every file name a symlink into `..data`, each replaced by one rename. */
-async function linkFiles(ctx: SyncContext, dir: string): Promise<void> {
+function linkFiles(ctx: SyncContext, dir: string): void {
 	for (const name of Object.keys(ctx.files)) {
 		const want = `${DATA_LINK}/${name}`;
-		if ((await readlink(join(dir, name)).catch(() => undefined)) === want) continue;
+		if (readlinkOrUndefined(join(dir, name)) === want) continue;
 		const tmp = join(dir, `.${name}${LINK_TMP_SUFFIX}`);
-		await rm(tmp, { force: true });
-		await symlink(want, tmp);
-		await rename(tmp, join(dir, name));
+		remove(tmp);
+		symlinkSync(want, tmp);
+		renameSync(tmp, join(dir, name));
 	}
 }
 
@@ -116,9 +123,9 @@ function isUnwanted(ctx: SyncContext, name: string, version: string): boolean {
 }
 
 /** Leftovers of a killed run inside the target: `..data_tmp`, link temps, versions `..data` doesn't name. */
-export async function removeStaleInside(target: string) {
-	const live = await readlink(join(target, DATA_LINK)).catch(() => undefined);
-	const names = await readdir(target);
+export function removeStaleInside(target: string) {
+	const live = readlinkOrUndefined(join(target, DATA_LINK));
+	const names = readdirSync(target);
 	const stale = new Set<string>();
 	for (const name of names) {
 		if (name === DATA_LINK || name === live) continue;
@@ -128,7 +135,10 @@ export async function removeStaleInside(target: string) {
 	return removeStale(target, (n) => stale.has(n), target);
 }
 
-export async function isSymlinkLayout(target: string): Promise<boolean> {
-	const st = await lstat(join(target, DATA_LINK)).catch(() => undefined);
-	return st?.isSymbolicLink() ?? false;
+export function isSymlinkLayout(target: string): boolean {
+	try {
+		return lstatSync(join(target, DATA_LINK)).isSymbolicLink();
+	} catch {
+		return false;
+	}
 }

@@ -2,11 +2,12 @@
  * Child process: reads the 3-file set in a loop until <stopFile> exists, with one reader strategy,
  * and prints {reads, mismatches, torn, retries} as JSON. argv: target tier stopFile.
  * Tiers: dirfd (files opened relative to one directory handle), identity (directory inode + birth
- * time unchanged around the reads, else retry), symlink (resolve ..data once), naive (each path alone).
+ * time unchanged around the reads, else retry), symlink (resolve ..data once), combined (one file, one
+ * open: <target>/combined.pem), naive (each path alone).
  */
-import { closeSync, constants, existsSync, openSync, readlinkSync, statSync } from "node:fs";
+import { closeSync, constants, existsSync, openSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { readVersion, SET_NAMES } from "./versioned.js";
+import { combinedVersions, readVersion, SET_NAMES } from "./versioned.js";
 
 const [target, tier, stopFile] = process.argv.slice(2) as [string, string, string];
 const stats = { tier, reads: 0, mismatches: 0, torn: 0, retries: 0 };
@@ -36,6 +37,8 @@ function attempt(): (number | "torn")[] | undefined {
 				const set = readSet(target);
 				return identity() === before ? set : undefined;
 			}
+			case "combined":
+				return combinedVersions(readFileSync(join(target, "combined.pem"), "utf8"));
 			case "symlink":
 				return readSet(join(target, readlinkSync(join(target, "..data"))));
 			default:

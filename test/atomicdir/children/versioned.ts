@@ -30,3 +30,15 @@ export function versionOf(name: string, text: string): number | "torn" {
 export function readVersion(path: string, name: string): number | "torn" {
 	return versionOf(name, readFileSync(path, "utf8"));
 }
+
+/** The same set as one combined file (the haproxy-pem shape): the three parts one after another. */
+export function combinedContent(version: number): string {
+	const files = versionedFiles(version);
+	return SET_NAMES.map((n) => files[n]!.content as string).join("");
+}
+
+export function combinedVersions(text: string): (number | "torn")[] {
+	const parts = text.split(/(?<=\nend\n)/);
+	if (parts.length !== SET_NAMES.length) return ["torn"];
+	return SET_NAMES.map((n, i) => versionOf(n, parts[i] ?? ""));
+}
