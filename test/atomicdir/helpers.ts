@@ -1,13 +1,33 @@
 /** Test helpers for atomicdir: temp dirs, mounts (when root allows), child processes as bundled JS. */
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync } from "node:fs";
+import {
+	existsSync,
+	mkdirSync,
+	mkdtempSync,
+	readdirSync,
+	renameSync,
+	statfsSync,
+	writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { build } from "esbuild";
 import { readVersion, SET_NAMES } from "./children/versioned.js";
 
 export function tempDir(prefix = "atomicdir-"): string {
 	return mkdtempSync(join(tmpdir(), prefix));
+}
+
+const TMPFS_MAGIC = 0x01021994;
+/**
+ * A temp dir on tmpfs (/dev/shm) when there is one: for the loops with thousands of syncs. What readers
+ * and killed writers can see does not depend on the filesystem, and ext4 on the CI disk is ~5x slower
+ * per directory operation.
+ */
+export function fastTempDir(prefix = "atomicdir-"): string {
+	const shm = "/dev/shm";
+	const base = existsSync(shm) && statfsSync(shm).type === TMPFS_MAGIC ? shm : tmpdir();
+	return mkdtempSync(join(base, prefix));
 }
 
 /** Mounts a tmpfs at `dir` (created); false when this process may not mount (not root, no CAP_SYS_ADMIN). */
@@ -27,23 +47,30 @@ export function unmount(dir: string): void {
 
 const bundles = new Map<string, Promise<string>>();
 /**
- * Child scripts bundled once into plain JS (tsx would cost ~300 ms per start; node alone ~50 ms).
- * Bundled under node_modules/.cache so the external `koffi` resolves from the project.
+ * Child scripts bundled once into plain JS (tsx would cost ~300 ms per start; node alone ~100 ms).
+ * Written under node_modules/.cache so the external `koffi` resolves from the project; temp file +
+ * rename, so parallel test workers never see a half-written bundle.
  */
 export function childScript(name: "writer" | "reader"): Promise<string> {
 	let p = bundles.get(name);
 	if (p === undefined) {
-		const out = resolve("node_modules/.cache/certificatee-test", `${name}-${process.pid}.mjs`);
+		const out = resolve("node_modules/.cache/certificatee-test", `${name}.mjs`);
 		p = build({
 			entryPoints: [resolve("test/atomicdir/children", `${name}.ts`)],
 			bundle: true,
 			platform: "node",
 			format: "esm",
 			target: "node20",
-			outfile: out,
 			external: ["koffi"],
+			write: false,
 			logLevel: "silent",
-		}).then(() => out);
+		}).then((result) => {
+			mkdirSync(dirname(out), { recursive: true });
+			const tmp = `${out}.${process.pid}`;
+			writeFileSync(tmp, result.outputFiles[0]!.contents);
+			renameSync(tmp, out);
+			return out;
+		});
 		bundles.set(name, p);
 	}
 	return p;
@@ -53,6 +80,8 @@ export interface Child {
 	lines: string[];
 	exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
 	kill(signal?: NodeJS.Signals): void;
+	/** Writes one line to the child's stdin. */
+	send(line: string): void;
 	/** Resolves when a stdout line satisfies `match`. */
 	waitFor(match: (line: string) => boolean): Promise<void>;
 }
@@ -65,7 +94,7 @@ export async function startChild(
 	const script = await childScript(name);
 	const proc = spawn(process.execPath, [script, ...args], {
 		env: { ...process.env, ...env },
-		stdio: ["ignore", "pipe", "pipe"],
+		stdio: ["pipe", "pipe", "pipe"],
 	});
 	const lines: string[] = [];
 	const waiters: { match: (l: string) => boolean; resolve: () => void }[] = [];
@@ -87,6 +116,7 @@ export async function startChild(
 	proc.stderr.on("data", (chunk: Buffer) => {
 		stderr += chunk.toString();
 	});
+	proc.stdin.on("error", () => {}); // a killed child closes its end
 	const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((res) =>
 		proc.on("close", (code, signal) => res({ code, signal, stderr })),
 	);
@@ -94,6 +124,7 @@ export async function startChild(
 		lines,
 		exited,
 		kill: (signal = "SIGKILL") => proc.kill(signal),
+		send: (line) => proc.stdin.write(`${line}\n`),
 		waitFor: (match) =>
 			lines.some(match)
 				? Promise.resolve()
