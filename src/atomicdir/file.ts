@@ -24,6 +24,8 @@ export interface FileSyncOptions {
 export interface FileSyncResult {
 	path: string;
 	status: "unchanged" | "written";
+	/** What differed: "missing", "content differs", "mode 0644, want 0600". */
+	differences: string[];
 	problems: CertificateeError[];
 }
 
@@ -41,7 +43,8 @@ export async function writeFileAtomic(
 	try {
 		const prefix = `.${name}.atomicdir-tmp-`;
 		const problems = removeStale(dir, (n) => n.startsWith(prefix), full);
-		if (sameFile(full, file, options.owner)) return { path: full, status: "unchanged", problems };
+		const differences = diffFile(full, file, options.owner);
+		if (differences.length === 0) return { path: full, status: "unchanged", differences, problems };
 		const tmp = join(dir, `${prefix}${randomTag()}`);
 		try {
 			await writeNewFile(tmp, file, options.owner, options.durable ?? true);
@@ -69,15 +72,24 @@ export async function writeFileAtomic(
 				}),
 			),
 		);
-		return { path: full, status: "written", problems };
+		return { path: full, status: "written", differences, problems };
 	} finally {
 		await lock.release();
 	}
 }
 
-function sameFile(path: string, want: DesiredFile, owner: Owner | undefined): boolean {
-	const st = lstatOrUndefined(path);
-	if (st === undefined || !st.isFile() || (st.mode & 0o7777) !== (want.mode & 0o7777)) return false;
-	if (owner !== undefined && (st.uid !== owner.uid || st.gid !== owner.gid)) return false;
-	return sameContent(path, st, want.content);
+/** Read-only: what differs between the file at `path` and `want` (empty when equal). For plan. */
+export function diffFile(path: string, want: DesiredFile, owner?: Owner): string[] {
+	const st = lstatOrUndefined(resolve(path));
+	if (st === undefined) return ["missing"];
+	if (!st.isFile()) return ["not a regular file"];
+	const out: string[] = [];
+	if ((st.mode & 0o7777) !== (want.mode & 0o7777)) {
+		out.push(`mode 0${(st.mode & 0o7777).toString(8)}, want 0${(want.mode & 0o7777).toString(8)}`);
+	}
+	if (owner !== undefined && (st.uid !== owner.uid || st.gid !== owner.gid)) {
+		out.push(`owner ${st.uid}:${st.gid}, want ${owner.uid}:${owner.gid}`);
+	}
+	if (!sameContent(path, st, want.content)) out.push("content differs");
+	return out;
 }

@@ -16,8 +16,10 @@ import { isSymlinkLayout, removeStaleInside, syncBySymlink } from "./symlink.js"
 import type { DesiredFiles, SyncOptions, SyncResult } from "./types.js";
 
 export { type DirectoryDiff, diffDirectory } from "./compare.js";
-export { writeFileAtomic } from "./file.js";
+export { diffFile, type FileSyncOptions, type FileSyncResult, writeFileAtomic } from "./file.js";
+export { checkFileName } from "./names.js";
 export { type ExchangeSupport, type NativeBinding, probeExchange, SyscallError } from "./renameat2.js";
+export { isSymlinkLayout } from "./symlink.js";
 export type * from "./types.js";
 
 /**
