@@ -6,7 +6,7 @@
  * staging directory and renames it into place.
  */
 import type { Stats } from "node:fs";
-import { chmodSync, lstatSync, readdirSync, renameSync, symlinkSync } from "node:fs";
+import { chmodSync, chownSync, lstatSync, readdirSync, renameSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { CertificateeError } from "../errors.js";
 import { diffDirectory, lstatOrUndefined, readlinkOrUndefined } from "./compare.js";
@@ -71,7 +71,12 @@ async function nextVersion(ctx: SyncContext, mode: number, current: Stats) {
 	ctx.step("swapped");
 	try {
 		linkFiles(ctx, ctx.target);
+		// The target itself stays (only its content is versioned): fix its own mode and owner in place.
 		if ((current.mode & 0o7777) !== mode) chmodSync(ctx.target, mode);
+		const owner = ctx.owner;
+		if (owner !== undefined && (current.uid !== owner.uid || current.gid !== owner.gid)) {
+			chownSync(ctx.target, owner.uid, owner.gid);
+		}
 	} catch (e) {
 		throw writeFailed(ctx, `new version of ${ctx.target} is live but its file links are not`, e);
 	}

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type NativeBinding, SyscallError, syncDirectory } from "../../src/atomicdir/index.js";
 import { lockFile } from "../../src/atomicdir/lock.js";
 import { loadNativeBinding } from "../../src/atomicdir/renameat2.js";
-import { CertificateeError, isCertificateeError } from "../../src/errors.js";
+import { CertificateeError } from "../../src/errors.js";
 import { versionedFiles } from "./children/versioned.js";
 import {
 	type Child,
@@ -219,27 +219,37 @@ describe("atomicdir errors", () => {
 		expect(stagingLeftovers(join(target, ".."))).toEqual([]);
 	});
 
-	it("owner and modes are applied as root (directory and files), and a second sync is a no-op", async () => {
-		if (process.getuid?.() !== 0) {
-			const error = await errorOf(
-				syncDirectory(join(scratch(), "certs"), versionedFiles(1), { owner: { uid: 0, gid: 0 } }),
+	it.each(["exchange", "symlink"] as const)(
+		"%s: owner and modes are applied as root (directory and files), and a second sync is a no-op",
+		async (swap) => {
+			if (process.getuid?.() !== 0) {
+				const error = await errorOf(
+					syncDirectory(join(scratch(), "certs"), versionedFiles(1), { swap, owner: { uid: 0, gid: 0 } }),
+				);
+				expect(error.code).toBe("ATOMICDIR_SWAP_FAILED");
+				return;
+			}
+			const target = join(scratch(), "certs");
+			const owner = { uid: 4242, gid: 4343 };
+			await syncDirectory(target, versionedFiles(1), { swap, owner, dirMode: 0o750 });
+			for (const p of [target, join(target, "tls.key"), join(target, "tls.crt")]) {
+				expect(statSync(p)).toMatchObject({ uid: 4242, gid: 4343 });
+			}
+			expect(statSync(target).mode & 0o7777).toBe(0o750);
+			expect(statSync(join(target, "tls.key")).mode & 0o7777).toBe(0o600);
+			expect((await syncDirectory(target, versionedFiles(1), { swap, owner, dirMode: 0o750 })).status).toBe(
+				"unchanged",
 			);
-			expect(error.code).toBe("ATOMICDIR_SWAP_FAILED");
-			return;
-		}
-		const target = join(scratch(), "certs");
-		const owner = { uid: 4242, gid: 4343 };
-		await syncDirectory(target, versionedFiles(1), { owner, dirMode: 0o750 });
-		for (const p of [target, join(target, "tls.key"), join(target, "tls.crt")]) {
-			expect(statSync(p)).toMatchObject({ uid: 4242, gid: 4343 });
-		}
-		expect(statSync(target).mode & 0o7777).toBe(0o750);
-		expect(statSync(join(target, "tls.key")).mode & 0o7777).toBe(0o600);
-		const again = await syncDirectory(target, versionedFiles(1), { owner, dirMode: 0o750 });
-		expect(again.status).toBe("unchanged");
-		// A root sync without a configured owner keeps the directory's owner across the swap.
-		await syncDirectory(target, versionedFiles(2), { dirMode: 0o750 });
-		expect(statSync(target)).toMatchObject({ uid: 4242, gid: 4343 });
-		expect(isCertificateeError(undefined)).toBe(false);
-	});
+			// A root sync without a configured owner keeps the directory's owner across the swap.
+			await syncDirectory(target, versionedFiles(2), { swap, dirMode: 0o750 });
+			expect(statSync(target)).toMatchObject({ uid: 4242, gid: 4343 });
+			// A new owner converges: one write, then no-ops.
+			const other = { uid: 5151, gid: 5252 };
+			expect((await syncDirectory(target, versionedFiles(2), { swap, owner: other })).status).toBe("written");
+			expect(statSync(target)).toMatchObject({ uid: 5151, gid: 5252 });
+			expect((await syncDirectory(target, versionedFiles(2), { swap, owner: other })).status).toBe(
+				"unchanged",
+			);
+		},
+	);
 });
