@@ -1,5 +1,7 @@
 /** What one sync knows while it holds the lock, passed to either layout. */
+import type { Stats } from "node:fs";
 import { CertificateeError, describeError } from "../errors.js";
+import { lstatOrUndefined } from "./compare.js";
 import type { NativeBinding } from "./renameat2.js";
 import type { DesiredFiles, Owner, SyncOptions, SyncStep } from "./types.js";
 
@@ -76,4 +78,16 @@ export function writeFailed(
 /** Cleanup failures while giving up are part of the thrown error's message, never dropped. */
 export function leftoverNote(leftovers: CertificateeError[]): string {
 	return leftovers.length === 0 ? "" : ` (and ${leftovers.map((l) => l.message).join("; ")})`;
+}
+
+/** The target's current stat: undefined when absent; anything but a directory is refused. */
+export function currentTarget(ctx: SyncContext): Stats | undefined {
+	const current = lstatOrUndefined(ctx.target);
+	if (current !== undefined && !current.isDirectory()) {
+		throw new CertificateeError("ATOMICDIR_SWAP_FAILED", `${ctx.target} exists and is not a directory`, {
+			context: { target: ctx.target },
+			hint: "point the target at a directory certificatee owns, or remove what is there",
+		});
+	}
+	return current;
 }

@@ -6,21 +6,15 @@ import type { Stats } from "node:fs";
 import { renameSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { CertificateeError, describeError } from "../errors.js";
-import { diffDirectory, lstatOrUndefined } from "./compare.js";
-import { directoryOwner, leftoverNote, type SyncContext, writeFailed } from "./context.js";
+import { diffDirectory } from "./compare.js";
+import { currentTarget, directoryOwner, leftoverNote, type SyncContext, writeFailed } from "./context.js";
 import { makeDirectory, removeOrReport, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
 import { randomTag } from "./names.js";
 import { SyscallError, UNSUPPORTED_ERRNO } from "./renameat2.js";
 import type { SyncResult } from "./types.js";
 
 export async function syncByExchange(ctx: SyncContext): Promise<SyncResult> {
-	const current = lstatOrUndefined(ctx.target);
-	if (current !== undefined && !current.isDirectory()) {
-		throw new CertificateeError("ATOMICDIR_SWAP_FAILED", `${ctx.target} exists and is not a directory`, {
-			context: { target: ctx.target },
-			hint: "point the target at a directory certificatee owns, or remove what is there",
-		});
-	}
+	const current = currentTarget(ctx);
 	const diff = await diffDirectory(ctx.target, ctx.files, {
 		swap: "exchange",
 		dirMode: ctx.dirMode,

@@ -9,9 +9,9 @@ import { CertificateeError, describeError, isCertificateeError } from "../errors
 import { contextFrom } from "./context.js";
 import { syncByExchange } from "./exchange.js";
 import { removeStale } from "./fsutil.js";
-import { lockFile } from "./lock.js";
+import { lockFile, requireNative } from "./lock.js";
 import { checkFileName, siblingsOf } from "./names.js";
-import { loadNativeBinding, type NativeBinding, probeExchange } from "./renameat2.js";
+import { type NativeBinding, probeExchange } from "./renameat2.js";
 import { isSymlinkLayout, removeStaleInside, syncBySymlink } from "./symlink.js";
 import type { DesiredFiles, SyncOptions, SyncResult } from "./types.js";
 
@@ -38,7 +38,7 @@ export async function syncDirectory(
 	for (const name of Object.keys(files)) checkFileName(name, path);
 	const siblings = siblingsOf(path);
 	await requireParent(siblings.parent, path);
-	const binding = options.binding ?? (await nativeBinding(path));
+	const binding = options.binding ?? (await requireNative(path));
 	const lock = await lockFile(siblings.lock, path, options.lockTimeoutMs ?? 10_000, binding);
 	try {
 		const ctx = contextFrom(path, siblings.parent, siblings.stagingPrefix, files, binding, options);
@@ -99,15 +99,6 @@ async function requireParent(parent: string, target: string): Promise<void> {
 	}
 }
 
-async function nativeBinding(target: string): Promise<NativeBinding> {
-	const loaded = await loadNativeBinding();
-	if (loaded.ok) return loaded.binding;
-	throw new CertificateeError("ATOMICDIR_UNSUPPORTED", `cannot sync ${target}: ${loaded.reason}`, {
-		context: { target },
-		hint: "directory targets need Linux with glibc (flock and renameat2 through koffi)",
-	});
-}
-
 /**
  * What a start does before anything else: under the target's lock, removes staging directories and
  * symlink-layout leftovers of a killed run. The published content is not touched. Returns the problems.
@@ -119,7 +110,7 @@ export async function removeStaleStaging(
 	const path = resolve(target);
 	const siblings = siblingsOf(path);
 	await requireParent(siblings.parent, path);
-	const binding = options.binding ?? (await nativeBinding(path));
+	const binding = options.binding ?? (await requireNative(path));
 	const lock = await lockFile(siblings.lock, path, options.lockTimeoutMs ?? 10_000, binding);
 	try {
 		const problems = removeStale(siblings.parent, (n) => n.startsWith(siblings.stagingPrefix), path);

@@ -66,12 +66,13 @@ export async function lockFile(
 	};
 }
 
-async function requireNative(target: string): Promise<NativeBinding> {
+/** The native binding, or ATOMICDIR_UNSUPPORTED saying why there is none (not Linux, koffi missing). */
+export async function requireNative(target: string): Promise<NativeBinding> {
 	const loaded = await loadNativeBinding();
 	if (loaded.ok) return loaded.binding;
-	throw new CertificateeError("ATOMICDIR_UNSUPPORTED", `cannot lock ${target}: ${loaded.reason}`, {
+	throw new CertificateeError("ATOMICDIR_UNSUPPORTED", `cannot sync ${target}: ${loaded.reason}`, {
 		context: { target },
-		hint: "directory targets need Linux (flock and renameat2 through libc)",
+		hint: "directory targets need Linux with glibc (flock and renameat2 through koffi)",
 	});
 }
 

@@ -8,9 +8,8 @@
 import type { Stats } from "node:fs";
 import { chmodSync, chownSync, lstatSync, readdirSync, renameSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { CertificateeError } from "../errors.js";
-import { diffDirectory, lstatOrUndefined, readlinkOrUndefined } from "./compare.js";
-import { directoryOwner, type SyncContext, writeFailed } from "./context.js";
+import { diffDirectory, readlinkOrUndefined } from "./compare.js";
+import { currentTarget, directoryOwner, type SyncContext, writeFailed } from "./context.js";
 import {
 	cleanupError,
 	makeDirectory,
@@ -26,13 +25,7 @@ import type { SyncResult } from "./types.js";
 const LINK_TMP_SUFFIX = ".atomicdir-link";
 
 export async function syncBySymlink(ctx: SyncContext): Promise<SyncResult> {
-	const current = lstatOrUndefined(ctx.target);
-	if (current !== undefined && !current.isDirectory()) {
-		throw new CertificateeError("ATOMICDIR_SWAP_FAILED", `${ctx.target} exists and is not a directory`, {
-			context: { target: ctx.target },
-			hint: "point the target at a directory certificatee owns, or remove what is there",
-		});
-	}
+	const current = currentTarget(ctx);
 	const problems = current === undefined ? [] : removeStaleInside(ctx.target);
 	const diff = await diffDirectory(ctx.target, ctx.files, {
 		swap: "symlink",

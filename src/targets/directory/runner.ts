@@ -2,6 +2,7 @@
  * The directory target as a cycle's TargetRunner: plan → planDirectoryTarget, sync → syncDirectoryTarget,
  * reported as one "endpoint" (the target's path) with one step per certificate that differs.
  */
+import type { CertificateeError } from "../../errors.js";
 import type { Verdict } from "../../reconcile/classify.js";
 import type { CycleMode, TargetRunner } from "../../reconcile/cycle.js";
 import type { DesiredCertificate } from "../../reconcile/model.js";
@@ -59,12 +60,9 @@ async function planReport(config: DirectoryTargetConfig, desired: readonly Desir
 	const plan = await planDirectoryTarget(config, desired);
 	const report = empty(config);
 	for (const c of plan.certificates) {
-		const step: StepView = { op: "directory-write", ref: c.path, certificate: c.certificate, why: "" };
-		const serial = serialOf(desired, c.certificate);
-		if (serial !== undefined) step.serial = serial;
+		const step = writeStep(c, desired);
 		if (c.status === "failed") {
-			report.ok = false;
-			report.steps.push({ ...step, why: "cannot be written", result: "failed", error: view(c.error) });
+			failedStep(report, step, c.error);
 			continue;
 		}
 		const missing = c.status === "would-write" && c.differences.includes("target does not exist");
@@ -84,12 +82,9 @@ async function syncReport(
 	const result = await syncDirectoryTarget(config, desired, options);
 	const report = empty(config);
 	for (const c of result.certificates) {
-		const step: StepView = { op: "directory-write", ref: c.path, certificate: c.certificate, why: "" };
-		const serial = serialOf(desired, c.certificate);
-		if (serial !== undefined) step.serial = serial;
+		const step = writeStep(c, desired);
 		if (c.status === "failed") {
-			report.ok = false;
-			report.steps.push({ ...step, why: "cannot be written", result: "failed", error: view(c.error) });
+			failedStep(report, step, c.error);
 			continue;
 		}
 		report.verdicts.push(verdict("in-sync", c.path, c.certificate));
@@ -110,6 +105,21 @@ async function syncReport(
 		}
 	}
 	return report;
+}
+
+function writeStep(
+	c: { path: string; certificate: string },
+	desired: readonly DesiredCertificate[],
+): StepView {
+	const step: StepView = { op: "directory-write", ref: c.path, certificate: c.certificate, why: "" };
+	const serial = serialOf(desired, c.certificate);
+	if (serial !== undefined) step.serial = serial;
+	return step;
+}
+
+function failedStep(report: Draft, step: StepView, error: CertificateeError): void {
+	report.ok = false;
+	report.steps.push({ ...step, why: "cannot be written", result: "failed", error: view(error) });
 }
 
 function notAfter(desired: readonly DesiredCertificate[], name: string): { notAfter?: string } {
