@@ -4,11 +4,11 @@
  * (root with CAP_SYS_ADMIN); otherwise the same errno is injected at the native binding.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { type NativeBinding, SyscallError, syncDirectory } from "../../src/atomicdir/index.js";
+import { type NativeBinding, probeExchange, SyscallError, syncDirectory } from "../../src/atomicdir/index.js";
 import { lockFile } from "../../src/atomicdir/lock.js";
 import { loadNativeBinding } from "../../src/atomicdir/renameat2.js";
 import { CertificateeError } from "../../src/errors.js";
@@ -157,6 +157,22 @@ describe("atomicdir errors", () => {
 		const fallback = await syncDirectory(target, versionedFiles(2), { binding, swap: "exchange-or-symlink" });
 		expect(fallback.swap).toBe("symlink");
 		expect(heldVersion(target)).toBe(2);
+	});
+
+	it("probeExchange says whether RENAME_EXCHANGE works in a directory, and leaves nothing behind", async () => {
+		const dir = scratch();
+		expect(await probeExchange(dir)).toEqual({ supported: true });
+		const refused = await probeExchange(dir, await failingExchange("EINVAL", 22));
+		expect(refused).toMatchObject({ supported: false, code: "EINVAL" });
+		expect(readdirSync(dir)).toEqual([]);
+		// exchange-or-symlink creates a new target in the layout the probe allows
+		const target = join(dir, "certs");
+		const result = await syncDirectory(target, versionedFiles(1), {
+			swap: "exchange-or-symlink",
+			binding: await failingExchange("EINVAL", 22),
+		});
+		expect(result).toMatchObject({ swap: "symlink", first: true });
+		expect(readlinkSync(join(target, "tls.crt"))).toBe("..data/tls.crt");
 	});
 
 	it("a target that is a file is refused", async () => {
