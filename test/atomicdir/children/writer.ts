@@ -1,0 +1,62 @@
+/**
+ * Child process: syncs versions from..to (to = 0: forever) into a target, printing "acked <n>" after each.
+ * argv: target swap(exchange|symlink|file) from to durable(0|1). "file" replaces <target>/combined.pem.
+ * Env CRASH_STEP + CRASH_NTH: SIGKILL itself at that step. Env WAIT_GO=1: load everything, print
+ * "ready", then wait for "go <from>" on stdin (so a test can start the next child while one runs).
+ */
+import { once } from "node:events";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import {
+	probeExchange,
+	type SyncStep,
+	syncDirectory,
+	writeFileAtomic,
+} from "../../../src/atomicdir/index.js";
+import { combinedContent, versionedFiles } from "./versioned.js";
+
+const [target, swap, fromArg, toArg, durableArg] = process.argv.slice(2) as [
+	string,
+	string,
+	string,
+	string,
+	string,
+];
+const crashStep = process.env.CRASH_STEP as SyncStep | undefined;
+let crashCountdown = Number(process.env.CRASH_NTH ?? "1");
+
+function onStep(step: SyncStep): void {
+	if (step !== crashStep) return;
+	crashCountdown -= 1;
+	if (crashCountdown === 0) process.kill(process.pid, "SIGKILL");
+}
+
+let from = Number(fromArg);
+if (process.env.WAIT_GO === "1") {
+	await probeExchange(tmpdir()); // loads libc now, not inside the loop
+	process.stdout.write("ready\n");
+	const [line] = (await once(createInterface({ input: process.stdin }), "line")) as [string];
+	from = Number(line.replace("go ", ""));
+} else {
+	process.stdout.write("ready\n");
+}
+const to = Number(toArg);
+const durable = durableArg === "1";
+for (let v = from; to === 0 || v <= to; v++) {
+	const result =
+		swap === "file"
+			? await writeFileAtomic(
+					join(target, "combined.pem"),
+					{ content: combinedContent(v), mode: 0o600 },
+					{ durable },
+				)
+			: await syncDirectory(target, versionedFiles(v), {
+					swap: swap as "exchange" | "symlink",
+					durable,
+					onStep,
+				});
+	if (result.problems.length > 0) throw result.problems[0];
+	process.stdout.write(`acked ${v}\n`);
+}
+process.stdout.write("done\n");

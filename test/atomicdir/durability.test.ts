@@ -1,0 +1,78 @@
+/**
+ * Durability can't be shown by kill -9 (the page cache survives it), so this test checks the order of
+ * the syscalls with strace: every file and the staging directory are fsync'd before the exchange, the
+ * parent after it, and the old version is removed only then.
+ */
+import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterEach, expect, it } from "vitest";
+import { syncDirectory } from "../../src/atomicdir/index.js";
+import { versionedFiles } from "./children/versioned.js";
+import { childScript, heldVersion, tempDir } from "./helpers.js";
+
+const run = promisify(execFile);
+const dirs: string[] = [];
+afterEach(async () => {
+	for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+/** The syscalls on paths under `base`, in order, with fsync's fd replaced by the path it was opened on. */
+function events(trace: string, base: string): string[] {
+	const fds = new Map<string, string>();
+	const out: string[] = [];
+	for (const line of trace.split("\n")) {
+		const open = /openat\(AT_FDCWD, "([^"]+)", [^)]*\) = (\d+)/.exec(line);
+		if (open) {
+			fds.set(open[2]!, open[1]!);
+			continue;
+		}
+		const sync = /fsync\((\d+)\)\s+= 0$/.exec(line);
+		const path = sync ? fds.get(sync[1]!) : undefined;
+		if (path === base) out.push("fsync <parent>");
+		else if (path?.startsWith(`${base}/`)) out.push(`fsync ${path.slice(base.length + 1)}`);
+		const call = /(renameat2|rmdir|unlink)\((?:AT_FDCWD, )?"([^"]+)".*= 0$/.exec(line);
+		if (call?.[2]?.startsWith(`${base}/`)) out.push(`${call[1]} ${call[2].slice(base.length + 1)}`);
+	}
+	return out.map((e) => e.replace(/atomicdir-staging-[\w-]+/, "staging"));
+}
+
+it("atomicdir/exchange fsyncs files and staging before renameat2, the parent after, then removes the old version", async () => {
+	const base = tempDir();
+	dirs.push(base);
+	const target = join(base, "certs");
+	await syncDirectory(target, versionedFiles(1));
+	const trace = join(base, "trace");
+	await run("strace", [
+		"-f",
+		"-qq",
+		"-o",
+		trace,
+		"-e",
+		"trace=openat,fsync,renameat2,rmdir,unlink",
+		process.execPath,
+		await childScript("writer"),
+		target,
+		"exchange",
+		"2",
+		"2",
+		"1",
+	]);
+	expect(heldVersion(target)).toBe(2);
+	const seen = events(readFileSync(trace, "utf8"), base);
+	const removal = seen.slice(6, 9).sort();
+	expect([...seen.slice(0, 6), ...removal, ...seen.slice(9)]).toEqual([
+		"fsync .certs.staging/tls.crt",
+		"fsync .certs.staging/tls.key",
+		"fsync .certs.staging/ca.crt",
+		"fsync .certs.staging",
+		"renameat2 .certs.staging",
+		"fsync <parent>",
+		"unlink .certs.staging/ca.crt",
+		"unlink .certs.staging/tls.crt",
+		"unlink .certs.staging/tls.key",
+		"rmdir .certs.staging",
+	]);
+});
