@@ -37,26 +37,39 @@ export function renderPlan(report: CycleReport, style: Styler): string[] {
 		out.push(style.paint({ text: `target ${t.target} (${t.kind})`, colour: "bold" }));
 		for (const e of t.endpoints) out.push(...renderEndpointPlan(e, style));
 	}
-	const pending = report.targets.flatMap((t) => t.endpoints).reduce((n, e) => n + e.steps.length, 0);
-	out.push(
-		pending === 0 ? "converged: nothing to do" : `${pending} change${pending === 1 ? "" : "s"} pending`,
-	);
+	const steps = report.targets.flatMap((t) => t.endpoints).flatMap((e) => e.steps);
+	if (steps.length === 0) out.push("converged: nothing to do");
+	else if (report.mode === "plan") out.push(`${steps.length} change${steps.length === 1 ? "" : "s"} pending`);
+	else {
+		const done = steps.filter((s) => s.result === "ok").length;
+		out.push(`${done} write${done === 1 ? "" : "s"} done, ${steps.length - done} failed or skipped`);
+	}
 	return out;
 }
 
 function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 	const out: string[] = [];
-	if (!e.ok) {
+	if (e.error) {
 		out.push(
-			`  ${e.endpoint}: ${style.paint({ text: `skipped: ${e.error?.code}: ${e.error?.message}`, colour: "red" })}`,
+			`  ${e.endpoint}: ${style.paint({ text: `skipped: ${e.error.code}: ${e.error.message}`, colour: "red" })}`,
 		);
 		return out;
 	}
-	out.push(
-		`  ${e.endpoint}: ${e.steps.length === 0 ? style.paint({ text: "in sync", colour: "green" }) : `${e.steps.length} change(s)`}`,
-	);
+	const failed = e.steps.filter((s) => s.result !== undefined && s.result !== "ok").length;
+	const head =
+		e.steps.length === 0
+			? style.paint({ text: "in sync", colour: "green" })
+			: e.steps[0]?.result === undefined
+				? `${e.steps.length} change(s)`
+				: style.paint({
+						text: `${e.steps.length - failed} written, ${failed} failed or skipped`,
+						colour: failed > 0 ? "red" : "green",
+					});
+	out.push(`  ${e.endpoint}: ${head}`);
 	for (const s of e.steps) {
-		const result = s.result ? ` [${s.result}${s.error ? `: ${s.error.message}` : ""}]` : "";
+		const result = s.result
+			? ` [${s.result}${s.error ? `: ${s.error.message}${s.error.hint ? ` (hint: ${s.error.hint})` : ""}` : ""}]`
+			: "";
 		out.push(
 			`    ${style.paint({ text: s.op, colour: s.op.includes("delete") || s.op.includes("remove") ? "yellow" : "cyan" })} ${s.ref}${s.serial ? ` serial ${s.serial}` : ""}${s.crtList ? ` in ${s.crtList}` : ""}: ${s.why}${result}`,
 		);

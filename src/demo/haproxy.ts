@@ -59,7 +59,14 @@ frontend demo
 `;
 	const cfg = join(dir, "haproxy.cfg");
 	writeFileSync(cfg, config);
-	execFileSync(bin, ["-c", "-q", "-f", cfg], { stdio: ["ignore", "ignore", "pipe"] });
+	try {
+		execFileSync(bin, ["-c", "-q", "-f", cfg], { stdio: ["ignore", "ignore", "pipe"] });
+	} catch (e) {
+		const stderr = String((e as { stderr?: Buffer }).stderr ?? "");
+		throw new Error(
+			`HAProxy refused the demo configuration ${cfg}: ${stderr.trim().split("\n").slice(-3).join(" | ")}`,
+		);
+	}
 	const child: ChildProcess = spawn(bin, ["-W", "-db", "-f", cfg], { stdio: ["ignore", "ignore", "pipe"] });
 	let stderr = "";
 	child.stderr?.on("data", (d: Buffer) => {

@@ -4,6 +4,7 @@
  * real HAProxy it starts on loopback, hot-swapping at each renewal (a lifetime of 90 s renews every minute).
  */
 import { join, resolve } from "node:path";
+import { combinedPem, parseBundle } from "../certificates/index.js";
 import type { LoadedConfig } from "../config/load.js";
 import { parseConfig } from "../config/load.js";
 import { buildEngine } from "../daemon/engine.js";
@@ -71,7 +72,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 	const root = await ca.exportRoot();
 	const rootFile = join(stateDir, "demo-ca.pem");
 	const { writeFileSync, mkdirSync } = await import("node:fs");
-	mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+	mkdirSync(join(stateDir, "out"), { recursive: true, mode: 0o700 });
 	writeFileSync(rootFile, root);
 
 	const bin = findHaproxy();
@@ -86,11 +87,11 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 			},
 			new AbortController().signal,
 		);
-		haproxy = await startDemoHaproxy(
-			bin,
-			join(stateDir, "haproxy"),
-			fallback.certPem + fallback.chainPem + fallback.keyPem,
+		const bundle = parseBundle(
+			{ cert: fallback.certPem, chain: fallback.chainPem, key: fallback.keyPem },
+			{ source: "demo default certificate" },
 		);
+		haproxy = await startDemoHaproxy(bin, join(stateDir, "haproxy"), combinedPem(bundle));
 	} else {
 		out(
 			"haproxy is not installed: syncing into the directory target only (apt-get install haproxy to see hot swaps)",

@@ -3,8 +3,8 @@
  * A built target is a runner (what the cycle calls) plus close() for the connections it holds.
  */
 import type { TargetConfig } from "../config/schema.js";
-import { CertificateeError } from "../errors.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
+import { createDirectoryRunner } from "./directory/runner.js";
 import { createDataplaneEndpoint } from "./haproxy-dataplane/index.js";
 import { createFleetRunner } from "./haproxy-fleet.js";
 import { createRuntimeEndpoint } from "./haproxy-runtime/index.js";
@@ -70,9 +70,7 @@ export const targetFactories = {
 			},
 		};
 	},
-	directory: (config) => {
-		throw new CertificateeError("NOT_AVAILABLE", `target "${config.name}": directory is not built yet`);
-	},
+	directory: (config) => ({ runner: createDirectoryRunner(config), close: async () => {} }),
 } satisfies { [K in TargetConfig["type"]]: Factory<K> };
 
 export function buildTarget(config: TargetConfig, deps: TargetDeps): BuiltTarget {
