@@ -1,0 +1,348 @@
+/**
+ * The ACME issuer (`type: acme`): orders certificates from an ACME CA with acme-client, answering HTTP-01
+ * with the built-in responder and DNS-01 through the operator's hook. One account per issuer, kept in the
+ * state directory and reused; a new private key per issuance; at most `concurrency` orders in flight.
+ */
+import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
+import path from "node:path";
+import acme from "acme-client";
+import pLimit from "p-limit";
+import { Agent } from "undici";
+import { Secret } from "../../certificates/types.js";
+import { CertificateeError } from "../../errors.js";
+import type { IssuedPem, IssueRequest, Issuer, RenewalWindow } from "../types.js";
+import { type AccountStore, fileAccountStore } from "./account.js";
+import { ariCertId, parseRenewalInfo } from "./ari.js";
+import { createDnsHook, dnsRecordName } from "./dns01.js";
+import { createHttp01Responder } from "./http01.js";
+import { createCertificateKey } from "./keys.js";
+import { describeProblem, toAcmeError } from "./problem.js";
+import { type AcmeIssuerConfig, DEFAULT_HTTP01_LISTEN, parseDuration } from "./schema.js";
+import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
+
+export { type AccountStore, fileAccountStore, type StoredAccount } from "./account.js";
+export { ariCertId } from "./ari.js";
+export { type AcmeIssuerConfig, acmeIssuerSchema } from "./schema.js";
+
+export interface AcmeLogger {
+	info(fields: object, message: string): void;
+	warn(fields: object, message: string): void;
+}
+
+export interface AcmeIssuerDeps {
+	/** certificatee's state directory; the account lives in `<stateDir>/acme/<issuer name>/`. */
+	stateDir: string;
+	/** Replaces the file-based account store (the state store plugs in here). */
+	accountStore?: AccountStore;
+	logger?: AcmeLogger;
+}
+
+/** An Issuer that holds a connection pool: close() it when the issuer is dropped. */
+export interface AcmeIssuer extends Issuer {
+	renewalWindow(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
+	close(): Promise<void>;
+}
+
+interface Account {
+	key: Secret;
+	url: string;
+}
+
+type Authorization = Awaited<ReturnType<acme.Client["getAuthorizations"]>>[number];
+type Challenge = Authorization["challenges"][number];
+
+interface Published {
+	authz: Authorization;
+	challenge: Challenge;
+	cleanup: () => Promise<void>;
+}
+
+function firstFailure(outcomes: PromiseSettledResult<unknown>[]): void {
+	const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
+	if (failed) throw failed.reason;
+}
+
+const silent: AcmeLogger = { info() {}, warn() {} };
+
+function readConfigFile(file: string, field: string, secret: boolean): string {
+	try {
+		return readFileSync(file, "utf8").trim();
+	} catch (e) {
+		throw new CertificateeError(
+			secret ? "CONFIG_SECRET_UNREADABLE" : "CONFIG_INVALID",
+			`cannot read ${field} ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+			{
+				context: { file, field },
+				cause: e,
+			},
+		);
+	}
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+	if (ms <= 0) return Promise.resolve();
+	return new Promise((resolve, reject) => {
+		const timer = setTimeout(resolve, ms);
+		signal.addEventListener(
+			"abort",
+			() => {
+				clearTimeout(timer);
+				reject(signal.reason);
+			},
+			{ once: true },
+		);
+	});
+}
+
+/** Lowercased, deduplicated, order kept (the first name becomes the CN). */
+function normaliseDomains(domains: readonly string[]): string[] {
+	return [...new Set(domains.map((d) => d.trim().toLowerCase()).filter((d) => d.length > 0))];
+}
+
+export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps): AcmeIssuer {
+	const directoryUrl = config.directory_url;
+	const logger = deps.logger ?? silent;
+	const store = deps.accountStore ?? fileAccountStore(path.join(deps.stateDir, "acme", config.name));
+	const ca = config.ca_file ? readConfigFile(config.ca_file, "ca_file", false) : undefined;
+	const eab = config.eab
+		? {
+				kid: config.eab.kid,
+				hmacKey: config.eab.hmac_key ?? readConfigFile(config.eab.hmac_key_file!, "eab.hmac_key_file", true),
+			}
+		: undefined;
+	const http01Listen = config.http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
+	const responder = http01Listen ? createHttp01Responder(http01Listen) : undefined;
+	const dnsHookTimeoutMs = parseDuration(config.dns_hook_timeout);
+	const dnsHook = config.dns_hook ? createDnsHook(config.dns_hook, dnsHookTimeoutMs) : undefined;
+	const propagationWaitMs = parseDuration(config.dns_propagation_wait);
+	const pollMs = parseDuration(config.poll_interval);
+	const timeoutMs = parseDuration(config.timeout);
+	const agent = new Agent({ connect: ca ? { ca } : {}, keepAliveTimeout: 10_000 });
+	const transport: TransportOptions = {
+		dispatcher: agent,
+		retries: config.http_retries,
+		requestTimeoutMs: 30_000,
+		retryDelayMs: 500,
+	};
+	const limit = pLimit(config.concurrency);
+
+	const newClient = (key: Secret, accountUrl: string | undefined, ctx: TransportContext): acme.Client => {
+		const client = new acme.Client({
+			directoryUrl,
+			accountKey: key.reveal(),
+			...(accountUrl ? { accountUrl } : {}),
+			...(eab ? { externalAccountBinding: eab } : {}),
+			backoffMin: pollMs,
+			backoffMax: pollMs * 10,
+			backoffAttempts: 30,
+		});
+		attachTransport(client, transport, ctx);
+		return client;
+	};
+
+	const registerAccount = async (signal: AbortSignal): Promise<Account> => {
+		const ctx: TransportContext = { signal, problems: [] };
+		try {
+			const stored = await store.load();
+			if (stored?.accountUrl && stored.directoryUrl === directoryUrl)
+				return { key: stored.key, url: stored.accountUrl };
+			const key = stored?.key ?? new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
+			// The key is on disk before the CA knows it: after a crash, the same key finds the same account.
+			if (!stored) await store.save({ key });
+			const client = newClient(key, undefined, ctx);
+			await client.createAccount({
+				termsOfServiceAgreed: config.agree_tos,
+				...(config.email ? { contact: [`mailto:${config.email}`] } : {}),
+			});
+			const url = client.getAccountUrl();
+			await store.save({ key, directoryUrl, accountUrl: url });
+			logger.info({ issuer: config.name, directory: directoryUrl, account: url }, "ACME account registered");
+			return { key, url };
+		} catch (e) {
+			throw toAcmeError(e, {
+				operation: "account registration",
+				endpoint: directoryUrl,
+				problems: ctx.problems,
+				signal,
+			});
+		}
+	};
+
+	let account: Promise<Account> | undefined;
+	const ensureAccount = (signal: AbortSignal): Promise<Account> => {
+		account ??= registerAccount(signal).catch((e: unknown) => {
+			account = undefined;
+			throw e;
+		});
+		return account;
+	};
+
+	/** Publishes the answer to one authorization's challenge; returns what to tell the CA and how to clean up. */
+	const publish = async (
+		client: acme.Client,
+		authz: Authorization,
+		signal: AbortSignal,
+	): Promise<Published> => {
+		const domain = authz.identifier.value;
+		const wildcard = authz.wildcard === true;
+		const type = !wildcard && responder ? "http-01" : dnsHook ? "dns-01" : undefined;
+		if (!type) {
+			throw new CertificateeError(
+				"ISSUE_FAILED",
+				`*.${domain} needs a DNS-01 challenge but no dns_hook is configured`,
+				{
+					context: { field: "dns_hook" },
+					hint: "wildcard names can only be validated over DNS: set dns_hook",
+				},
+			);
+		}
+		const challenge = authz.challenges.find((c) => c.type === type);
+		if (!challenge) {
+			const offered = authz.challenges.map((c) => c.type).join(", ");
+			throw new CertificateeError(
+				"ACME_ERROR",
+				`the CA offers no ${type} challenge for ${domain} (offers: ${offered})`,
+				{
+					context: { endpoint: directoryUrl },
+					hint: type === "http-01" ? "configure dns_hook" : "configure http01",
+				},
+			);
+		}
+		const keyAuthorization = await client.getChallengeKeyAuthorization(challenge);
+		if (type === "http-01") {
+			return { authz, challenge, cleanup: await responder!.publish(challenge.token, keyAuthorization) };
+		}
+		const record = dnsRecordName(domain);
+		await dnsHook!.run("set", record, keyAuthorization, signal);
+		// Clearing runs even after cancellation, bounded by the hook timeout.
+		const cleanup = () =>
+			dnsHook!.run("clear", record, keyAuthorization, AbortSignal.timeout(dnsHookTimeoutMs));
+		return { authz, challenge, cleanup };
+	};
+
+	/**
+	 * All answers are published before the CA is asked to validate any, and removed only after all are done:
+	 * `example.com` and `*.example.com` share one TXT record name, so clearing one early would fail the other.
+	 */
+	const validateAll = async (
+		client: acme.Client,
+		authorizations: Authorization[],
+		signal: AbortSignal,
+	): Promise<void> => {
+		const pending = authorizations.filter((a) => a.status !== "valid"); // valid ones are reused
+		const published = await Promise.allSettled(pending.map((a) => publish(client, a, signal)));
+		const ready = published.flatMap((p) => (p.status === "fulfilled" ? [p.value] : []));
+		try {
+			firstFailure(published);
+			if (ready.some((p) => p.challenge.type === "dns-01")) await sleep(propagationWaitMs, signal);
+			firstFailure(
+				await Promise.allSettled(
+					ready.map(async (p) => {
+						await client.completeChallenge(p.challenge);
+						await client.waitForValidStatus(p.authz);
+					}),
+				),
+			);
+		} finally {
+			for (const outcome of await Promise.allSettled(ready.map((p) => p.cleanup()))) {
+				if (outcome.status === "rejected") {
+					logger.warn({ issuer: config.name, err: String(outcome.reason) }, "challenge cleanup failed");
+				}
+			}
+		}
+	};
+
+	const issueOne = async (request: IssueRequest, outer: AbortSignal): Promise<IssuedPem> => {
+		const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
+		const ctx: TransportContext = { signal, problems: [] };
+		const domains = normaliseDomains(request.domains);
+		let operation = "account registration";
+		try {
+			signal.throwIfAborted();
+			if (domains.length === 0) {
+				throw new CertificateeError("ISSUE_FAILED", `certificate ${request.certificate} has no domains`, {
+					context: { certificate: request.certificate, field: "domains" },
+				});
+			}
+			const { key, url } = await ensureAccount(signal);
+			const client = newClient(key, url, ctx);
+			operation = "new order";
+			const order = await client.createOrder({
+				identifiers: domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d })),
+			});
+			operation = "authorization";
+			const authorizations = await client.getAuthorizations(order);
+			await validateAll(client, authorizations, signal);
+			operation = "finalize";
+			const keyPem = await createCertificateKey(request.keyType);
+			const first = domains[0]!;
+			const [, csr] = await acme.crypto.createCsr(
+				{ altNames: domains, ...(first.length <= 64 && !isIP(first) ? { commonName: first } : {}) },
+				keyPem,
+			);
+			const finalized = await client.finalizeOrder(order, csr);
+			operation = "certificate download";
+			const pem = await client.getCertificate(finalized);
+			const [certPem, ...chain] = acme.crypto.splitPemChain(pem);
+			if (!certPem) {
+				throw new CertificateeError(
+					"ACME_ERROR",
+					`the CA returned no certificate for ${request.certificate}`,
+					{
+						context: { endpoint: directoryUrl },
+						retryable: true,
+					},
+				);
+			}
+			logger.info({ issuer: config.name, certificate: request.certificate, domains }, "certificate issued");
+			return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
+		} catch (e) {
+			throw toAcmeError(e, {
+				certificate: request.certificate,
+				operation,
+				endpoint: directoryUrl,
+				...(http01Listen ? { http01: http01Listen } : {}),
+				problems: ctx.problems,
+				signal,
+			});
+		}
+	};
+
+	return {
+		name: config.name,
+		issue: (request, signal) => limit(() => issueOne(request, signal)),
+		async renewalWindow(certPem, signal) {
+			const ctx: TransportContext = { signal, problems: [] };
+			const operation = "renewal info";
+			try {
+				const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
+				const base = (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo;
+				if (dir.status !== 200 || typeof base !== "string") return undefined;
+				const url = `${base.replace(/\/+$/, "")}/${ariCertId(certPem)}`;
+				const res = await acmeRequest(transport, ctx, url, "get");
+				if (res.status === 404) return undefined;
+				if (res.status !== 200) {
+					const problem = ctx.problems.at(-1);
+					throw new CertificateeError(
+						"ACME_ERROR",
+						`renewalInfo ${url} answered HTTP ${res.status}${problem ? `: ${describeProblem(problem)}` : ""}`,
+						{
+							context: {
+								endpoint: url,
+								operation,
+								status: res.status,
+								...(problem ? { problem: problem.type } : {}),
+							},
+							retryable: true,
+						},
+					);
+				}
+				return parseRenewalInfo(url, res.data);
+			} catch (e) {
+				throw toAcmeError(e, { operation, endpoint: directoryUrl, problems: ctx.problems, signal });
+			}
+		},
+		close: () => agent.close(),
+	};
+}

@@ -1,0 +1,134 @@
+/** Turns whatever an ACME exchange threw into one CertificateeError carrying the CA's problem type and detail. */
+import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
+import type { AcmeProblem } from "./transport.js";
+
+const ACME_URN = "urn:ietf:params:acme:error:";
+
+/** Problem types a later attempt cannot fix without an operator. */
+const PERMANENT = new Set([
+	"rejectedIdentifier",
+	"unsupportedIdentifier",
+	"caa",
+	"malformed",
+	"badCSR",
+	"badPublicKey",
+	"badSignatureAlgorithm",
+	"externalAccountRequired",
+	"accountDoesNotExist",
+	"userActionRequired",
+	"unsupportedContact",
+	"invalidContact",
+]);
+
+function hintFor(short: string, http01: string | undefined): string {
+	switch (short) {
+		case "rejectedIdentifier":
+		case "unsupportedIdentifier":
+			return "the CA refuses to issue for this name: check the certificate's domains against the CA's policy";
+		case "caa":
+			return "a CAA record forbids this CA for the name: add the CA to the domain's CAA records";
+		case "connection":
+		case "incorrectResponse":
+		case "unauthorized":
+		case "dns":
+		case "tls":
+			return http01
+				? `the CA could not validate: http://<name>/.well-known/acme-challenge/ must reach the HTTP-01 responder at ${http01} (HAProxy route), and for DNS-01 the hook's TXT record must be visible`
+				: "the CA could not validate: the dns_hook's TXT record must be visible to the CA (raise dns_propagation_wait?)";
+		case "rateLimited":
+			return "the CA is rate limiting this account or name: wait for the time it states";
+		case "externalAccountRequired":
+			return "this CA requires External Account Binding: set eab.kid and eab.hmac_key(_file)";
+		case "accountDoesNotExist":
+			return "the stored account is unknown to the CA: remove account.json in the issuer's state directory";
+		case "userActionRequired":
+			return "the CA requires action on its website (e.g. new terms of service)";
+		case "serverInternal":
+		case "badNonce":
+			return "the CA had a transient problem: it is retried with backoff";
+		default:
+			return "see the CA's problem detail";
+	}
+}
+
+export function describeProblem(p: AcmeProblem): string {
+	const sub = (p.subproblems ?? []).map((s) => `; ${s.identifier ?? "?"}: ${s.detail} (${s.type})`).join("");
+	return `${p.detail || "(no detail)"} (${p.type})${sub}`;
+}
+
+export interface ProblemScope {
+	certificate?: string;
+	operation: string;
+	endpoint: string;
+	/** The HTTP-01 responder address, for hints. */
+	http01?: string;
+	problems: readonly AcmeProblem[];
+	signal: AbortSignal;
+}
+
+/** The problem acme-client's error message is about (it keeps only the detail), else the last one seen. */
+function matchProblem(message: string, problems: readonly AcmeProblem[]): AcmeProblem | undefined {
+	const flat = message.replace(/\n/g, "");
+	const matching = problems.filter((p) => p.detail && flat.includes(p.detail.replace(/\n/g, "")));
+	return matching.at(-1) ?? problems.at(-1);
+}
+
+export function toAcmeError(e: unknown, scope: ProblemScope): CertificateeError {
+	const subject = scope.certificate ? ` for ${scope.certificate}` : "";
+	if (isCertificateeError(e)) {
+		if (scope.certificate && !e.context.certificate) e.context.certificate = scope.certificate;
+		e.context.operation ??= scope.operation;
+		return e;
+	}
+	if (scope.signal.aborted) {
+		const reason = scope.signal.reason as { name?: string } | undefined;
+		const timedOut = reason?.name === "TimeoutError";
+		return new CertificateeError(
+			"ISSUE_FAILED",
+			`ACME ${scope.operation}${subject} ${timedOut ? "timed out" : "was cancelled"}`,
+			{
+				context: {
+					endpoint: scope.endpoint,
+					operation: scope.operation,
+					...(scope.certificate ? { certificate: scope.certificate } : {}),
+				},
+				hint: timedOut ? "the CA was slow: raise the issuer's timeout, or check the CA's status" : undefined,
+				retryable: true,
+				cause: e,
+			},
+		);
+	}
+	const problem = matchProblem(describeError(e), scope.problems);
+	if (!problem) {
+		return new CertificateeError(
+			"ACME_ERROR",
+			`ACME ${scope.operation}${subject} failed: ${describeError(e)}`,
+			{
+				context: {
+					endpoint: scope.endpoint,
+					operation: scope.operation,
+					...(scope.certificate ? { certificate: scope.certificate } : {}),
+				},
+				retryable: true,
+				cause: e,
+			},
+		);
+	}
+	const short = problem.type.startsWith(ACME_URN) ? problem.type.slice(ACME_URN.length) : problem.type;
+	return new CertificateeError(
+		"ACME_ERROR",
+		`ACME ${scope.operation}${subject} failed: ${describeProblem(problem)}`,
+		{
+			context: {
+				endpoint: scope.endpoint,
+				operation: scope.operation,
+				problem: problem.type,
+				...(problem.status ? { status: problem.status } : {}),
+				...(scope.certificate ? { certificate: scope.certificate } : {}),
+			},
+			hint: hintFor(short, scope.http01),
+			retryable: !PERMANENT.has(short),
+			cause: e,
+		},
+	);
+}
