@@ -17,7 +17,7 @@ import { ariCertId, parseRenewalInfo } from "./ari.js";
 import { createDnsHook, dnsRecordName } from "./dns01.js";
 import { createHttp01Responder } from "./http01.js";
 import { createCertificateKey } from "./keys.js";
-import { describeProblem, toAcmeError } from "./problem.js";
+import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
 import { type AcmeIssuerConfig, DEFAULT_HTTP01_LISTEN, parseDuration } from "./schema.js";
 import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
 
@@ -228,8 +228,9 @@ export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps)
 	const validateAll = async (
 		client: acme.Client,
 		authorizations: Authorization[],
-		signal: AbortSignal,
+		scope: ProblemScope,
 	): Promise<void> => {
+		const signal = scope.signal;
 		const pending = authorizations.filter((a) => a.status !== "valid"); // valid ones are reused
 		const published = await Promise.allSettled(pending.map((a) => publish(client, a, signal)));
 		const ready = published.flatMap((p) => (p.status === "fulfilled" ? [p.value] : []));
@@ -239,8 +240,17 @@ export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps)
 			firstFailure(
 				await Promise.allSettled(
 					ready.map(async (p) => {
-						await client.completeChallenge(p.challenge);
-						await client.waitForValidStatus(p.authz);
+						try {
+							await client.completeChallenge(p.challenge);
+							await client.waitForValidStatus(p.authz);
+						} catch (e) {
+							throw toAcmeError(e, {
+								...scope,
+								operation: `${p.challenge.type} validation of ${p.authz.identifier.value}`,
+								challenge: p.challenge.type,
+								resourceUrl: p.authz.url,
+							});
+						}
 					}),
 				),
 			);
@@ -258,6 +268,14 @@ export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps)
 		const ctx: TransportContext = { signal, problems: [] };
 		const domains = normaliseDomains(request.domains);
 		let operation = "account registration";
+		const scope: ProblemScope = {
+			certificate: request.certificate,
+			operation,
+			endpoint: directoryUrl,
+			...(http01Listen ? { http01: http01Listen } : {}),
+			problems: ctx.problems,
+			signal,
+		};
 		try {
 			signal.throwIfAborted();
 			if (domains.length === 0) {
@@ -273,7 +291,7 @@ export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps)
 			});
 			operation = "authorization";
 			const authorizations = await client.getAuthorizations(order);
-			await validateAll(client, authorizations, signal);
+			await validateAll(client, authorizations, scope);
 			operation = "finalize";
 			const keyPem = await createCertificateKey(request.keyType);
 			const first = domains[0]!;
@@ -298,14 +316,7 @@ export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps)
 			logger.info({ issuer: config.name, certificate: request.certificate, domains }, "certificate issued");
 			return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
 		} catch (e) {
-			throw toAcmeError(e, {
-				certificate: request.certificate,
-				operation,
-				endpoint: directoryUrl,
-				...(http01Listen ? { http01: http01Listen } : {}),
-				problems: ctx.problems,
-				signal,
-			});
+			throw toAcmeError(e, { ...scope, operation });
 		}
 	};
 

@@ -20,7 +20,7 @@ const PERMANENT = new Set([
 	"invalidContact",
 ]);
 
-function hintFor(short: string, http01: string | undefined): string {
+function hintFor(short: string, scope: ProblemScope): string {
 	switch (short) {
 		case "rejectedIdentifier":
 		case "unsupportedIdentifier":
@@ -32,9 +32,9 @@ function hintFor(short: string, http01: string | undefined): string {
 		case "unauthorized":
 		case "dns":
 		case "tls":
-			return http01
-				? `the CA could not validate: http://<name>/.well-known/acme-challenge/ must reach the HTTP-01 responder at ${http01} (HAProxy route), and for DNS-01 the hook's TXT record must be visible`
-				: "the CA could not validate: the dns_hook's TXT record must be visible to the CA (raise dns_propagation_wait?)";
+			return scope.challenge === "dns-01"
+				? "the CA could not see the TXT record: check that dns_hook really publishes it in the zone's authoritative DNS (raise dns_propagation_wait if it is slow)"
+				: `the CA could not validate: http://<name>/.well-known/acme-challenge/ (port 80) must reach the HTTP-01 responder at ${scope.http01 ?? "http01.listen"}, e.g. through an HAProxy route`;
 		case "rateLimited":
 			return "the CA is rate limiting this account or name: wait for the time it states";
 		case "externalAccountRequired":
@@ -62,12 +62,22 @@ export interface ProblemScope {
 	endpoint: string;
 	/** The HTTP-01 responder address, for hints. */
 	http01?: string;
+	/** The challenge being validated, when the failure is a validation. */
+	challenge?: string;
+	/** Prefer problems from this resource (the authorization that failed). */
+	resourceUrl?: string;
 	problems: readonly AcmeProblem[];
 	signal: AbortSignal;
 }
 
 /** The problem acme-client's error message is about (it keeps only the detail), else the last one seen. */
-function matchProblem(message: string, problems: readonly AcmeProblem[]): AcmeProblem | undefined {
+function matchProblem(
+	message: string,
+	all: readonly AcmeProblem[],
+	resourceUrl?: string,
+): AcmeProblem | undefined {
+	const own = resourceUrl ? all.filter((p) => p.url === resourceUrl) : [];
+	const problems = own.length > 0 ? own : all;
 	const flat = message.replace(/\n/g, "");
 	const matching = problems.filter((p) => p.detail && flat.includes(p.detail.replace(/\n/g, "")));
 	return matching.at(-1) ?? problems.at(-1);
@@ -98,7 +108,7 @@ export function toAcmeError(e: unknown, scope: ProblemScope): CertificateeError 
 			},
 		);
 	}
-	const problem = matchProblem(describeError(e), scope.problems);
+	const problem = matchProblem(describeError(e), scope.problems, scope.resourceUrl);
 	if (!problem) {
 		return new CertificateeError(
 			"ACME_ERROR",
@@ -126,7 +136,7 @@ export function toAcmeError(e: unknown, scope: ProblemScope): CertificateeError 
 				...(problem.status ? { status: problem.status } : {}),
 				...(scope.certificate ? { certificate: scope.certificate } : {}),
 			},
-			hint: hintFor(short, scope.http01),
+			hint: hintFor(short, scope),
 			retryable: !PERMANENT.has(short),
 			cause: e,
 		},

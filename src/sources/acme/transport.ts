@@ -19,6 +19,8 @@ export interface AcmeProblem {
 	type: string;
 	detail: string;
 	status?: number;
+	/** The URL whose response carried it (an order, authorization or challenge). */
+	url?: string;
 	/** Per-identifier problems (e.g. one rejected name of several). */
 	subproblems?: { type: string; detail: string; identifier?: string }[];
 }
@@ -211,7 +213,7 @@ export async function acmeRequest(
 				data = text;
 			}
 		}
-		ctx.problems.push(...problemsIn(res.statusCode, contentType, data));
+		ctx.problems.push(...problemsIn(res.statusCode, contentType, data).map((p) => ({ ...p, url })));
 		return { status: res.statusCode, headers, data };
 	}
 }

@@ -35,7 +35,7 @@ export function expectValidIssue(issued: IssuedPem, rootPem: string, names: stri
 		expect(child.verify(parent.publicKey)).toBe(true);
 		child = parent;
 	}
-	for (const name of names) expect(leaf.checkHost(name)).toBe(name);
+	for (const name of names) expect(leaf.checkHost(name), name).toBeDefined();
 	expect(leaf.checkPrivateKey(createPrivateKey(issued.keyPem))).toBe(true);
 	expect(issued.certPem.match(/BEGIN CERTIFICATE/g)).toHaveLength(1);
 	return leaf;

@@ -130,6 +130,7 @@ describe("ACME issuer over real HTTP-01", () => {
 		expect(error.message).toContain("127.0.0.2");
 		expect(error.message).toContain("urn:ietf:params:acme:error:connection");
 		expect(error.context.certificate).toBe("unreachable");
+		expect(error.context.operation).toBe("http-01 validation of unreachable.test");
 		expect(error.hint).toContain(`127.0.0.1:${pebble.httpPort}`);
 		expect(error.retryable).toBe(true);
 	});
