@@ -85,11 +85,6 @@ function matchProblem(
 
 export function toAcmeError(e: unknown, scope: ProblemScope): CertificateeError {
 	const subject = scope.certificate ? ` for ${scope.certificate}` : "";
-	if (isCertificateeError(e)) {
-		if (scope.certificate && !e.context.certificate) e.context.certificate = scope.certificate;
-		e.context.operation ??= scope.operation;
-		return e;
-	}
 	if (scope.signal.aborted) {
 		const reason = scope.signal.reason as { name?: string } | undefined;
 		const timedOut = reason?.name === "TimeoutError";
@@ -107,6 +102,11 @@ export function toAcmeError(e: unknown, scope: ProblemScope): CertificateeError 
 				cause: e,
 			},
 		);
+	}
+	if (isCertificateeError(e)) {
+		if (scope.certificate && !e.context.certificate) e.context.certificate = scope.certificate;
+		e.context.operation ??= scope.operation;
+		return e;
 	}
 	const problem = matchProblem(describeError(e), scope.problems, scope.resourceUrl);
 	if (!problem) {

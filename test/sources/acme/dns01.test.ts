@@ -122,4 +122,32 @@ describe("ACME issuer over real DNS-01 with a hook", () => {
 		expect(error.message).toContain("No TXT records found");
 		expect(error.hint).toContain("dns_hook");
 	});
+
+	const slowHook = ["/bin/sh", "-c", "exec sleep 5", "hook"];
+
+	it("kills a hook that overruns dns_hook_timeout and says so", async () => {
+		const t0 = performance.now();
+		const error = await dnsIssuer({ dns_hook: slowHook, dns_hook_timeout: "300ms" })
+			.issue(
+				{ certificate: "slow", domains: ["slow.test"], keyType: "ecdsa-p256" },
+				AbortSignal.timeout(30_000),
+			)
+			.catch((e: unknown) => e);
+		console.log(`hook timeout reported after ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+		expect(isCertificateeError(error, "HOOK_FAILED")).toBe(true);
+		if (!isCertificateeError(error)) return;
+		expect(error.message).toBe("dns_hook set _acme-challenge.slow.test timed out after 300 ms");
+	});
+
+	it("stops when the caller's signal aborts, with ISSUE_FAILED 'was cancelled'", async () => {
+		const controller = new AbortController();
+		setTimeout(() => controller.abort(), 300);
+		const error = await dnsIssuer({ dns_hook: slowHook })
+			.issue({ certificate: "cancel", domains: ["cancel.test"], keyType: "ecdsa-p256" }, controller.signal)
+			.catch((e: unknown) => e);
+		expect(isCertificateeError(error, "ISSUE_FAILED")).toBe(true);
+		if (!isCertificateeError(error)) return;
+		expect(error.message).toBe("ACME authorization for cancel was cancelled");
+		expect(error.retryable).toBe(true);
+	});
 });
