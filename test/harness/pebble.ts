@@ -9,15 +9,13 @@
  *   // ... issue against pebble.directoryUrl, trusting pebble.caFile; answer HTTP-01 on pebble.httpPort
  *   await pebble.stop();
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
 import { Agent, request } from "undici";
+import { makeHttpsCertificate } from "./https-cert.js";
 import { freePorts } from "./ports.js";
-
-const run = promisify(execFile);
 
 export interface PebbleOptions {
 	/** "always-valid": PEBBLE_VA_ALWAYS_VALID=1, no challenge is checked. "real" (default): Pebble validates
@@ -66,60 +64,6 @@ export interface PebbleHandle {
 	stop(): Promise<void>;
 	/** Stops only Pebble (the temp dir stays until stop()): for "CA is down" tests. */
 	kill(): Promise<void>;
-}
-
-async function makeHttpsCertificate(dir: string): Promise<void> {
-	const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-	await run(
-		"openssl",
-		[
-			"req",
-			"-x509",
-			...ec,
-			"-keyout",
-			"ca.key",
-			"-out",
-			"ca.pem",
-			"-days",
-			"30",
-			"-subj",
-			"/CN=certificatee pebble https CA",
-			"-addext",
-			"basicConstraints=critical,CA:TRUE",
-			"-addext",
-			"keyUsage=critical,keyCertSign,cRLSign",
-		],
-		{ cwd: dir },
-	);
-	await run("openssl", ["req", ...ec, "-keyout", "key.pem", "-out", "server.csr", "-subj", "/CN=localhost"], {
-		cwd: dir,
-	});
-	await writeFile(
-		path.join(dir, "server.ext"),
-		"basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n" +
-			"subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-	);
-	await run(
-		"openssl",
-		[
-			"x509",
-			"-req",
-			"-in",
-			"server.csr",
-			"-CA",
-			"ca.pem",
-			"-CAkey",
-			"ca.key",
-			"-CAcreateserial",
-			"-out",
-			"cert.pem",
-			"-days",
-			"30",
-			"-extfile",
-			"server.ext",
-		],
-		{ cwd: dir },
-	);
 }
 
 interface Proc {

@@ -173,4 +173,13 @@ describe("ACME issuer over real HTTP-01", () => {
 		expect(issued.keyPem).toContain("BEGIN PRIVATE KEY");
 		expect(new X509Certificate(issued.certPem).ca).toBe(false);
 	});
+
+	it("renewalWindow is undefined on Pebble 2.4, whose directory has no renewalInfo", async () => {
+		const acme = issuer();
+		const issued = await acme.issue(
+			{ certificate: "ari", domains: ["ari.test"], keyType: "ecdsa-p256" },
+			signal(),
+		);
+		expect(await acme.renewalWindow(issued.certPem, signal())).toBeUndefined();
+	});
 });
