@@ -75,7 +75,13 @@ export function fileAccountStore(dir: string): AccountStore {
 			const metaText = await readIfExists(metaFile);
 			let meta: z.infer<typeof metaSchema> = {};
 			if (metaText !== undefined) {
-				const parsed = metaSchema.safeParse(JSON.parse(metaText));
+				let json: unknown;
+				try {
+					json = JSON.parse(metaText);
+				} catch {
+					json = undefined;
+				}
+				const parsed = metaSchema.safeParse(json);
 				if (!parsed.success) {
 					throw new CertificateeError("STATE_CORRUPT", `${metaFile} is not a valid account record`, {
 						context: { file: metaFile },

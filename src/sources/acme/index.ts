@@ -19,7 +19,13 @@ import { createHttp01Responder } from "./http01.js";
 import { createCertificateKey } from "./keys.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
 import { type AcmeIssuerConfig, DEFAULT_HTTP01_LISTEN, parseDuration } from "./schema.js";
-import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
+import {
+	acmeRequest,
+	attachTransport,
+	sleep,
+	type TransportContext,
+	type TransportOptions,
+} from "./transport.js";
 
 export { type AccountStore, fileAccountStore, type StoredAccount } from "./account.js";
 export { ariCertId } from "./ari.js";
@@ -78,21 +84,6 @@ function readConfigFile(file: string, field: string, secret: boolean): string {
 			},
 		);
 	}
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-	if (ms <= 0) return Promise.resolve();
-	return new Promise((resolve, reject) => {
-		const timer = setTimeout(resolve, ms);
-		signal.addEventListener(
-			"abort",
-			() => {
-				clearTimeout(timer);
-				reject(signal.reason);
-			},
-			{ once: true },
-		);
-	});
 }
 
 /** Lowercased, deduplicated, order kept (the first name becomes the CN). */
@@ -236,7 +227,8 @@ export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps)
 		const ready = published.flatMap((p) => (p.status === "fulfilled" ? [p.value] : []));
 		try {
 			firstFailure(published);
-			if (ready.some((p) => p.challenge.type === "dns-01")) await sleep(propagationWaitMs, signal);
+			if (propagationWaitMs > 0 && ready.some((p) => p.challenge.type === "dns-01"))
+				await sleep(propagationWaitMs, signal);
 			firstFailure(
 				await Promise.allSettled(
 					ready.map(async (p) => {

@@ -74,7 +74,8 @@ function errorCode(e: unknown): string | undefined {
 	return typeof causeCode === "string" ? causeCode : undefined;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
 	return new Promise((resolve, reject) => {
 		if (signal.aborted) return reject(signal.reason);
 		const onAbort = () => {
