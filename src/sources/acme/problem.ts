@@ -70,7 +70,7 @@ export interface ProblemScope {
 	signal: AbortSignal;
 }
 
-/** The problem acme-client's error message is about (it keeps only the detail), else the last one seen. */
+/** The problem acme-client's error message is about (it keeps only the detail). */
 function matchProblem(
 	message: string,
 	all: readonly AcmeProblem[],
@@ -80,7 +80,8 @@ function matchProblem(
 	const problems = own.length > 0 ? own : all;
 	const flat = message.replace(/\n/g, "");
 	const matching = problems.filter((p) => p.detail && flat.includes(p.detail.replace(/\n/g, "")));
-	return matching.at(-1) ?? problems.at(-1);
+	// Without a match, only a problem of the failing resource itself is trusted (a stale badNonce is not).
+	return matching.at(-1) ?? own.at(-1);
 }
 
 export function toAcmeError(e: unknown, scope: ProblemScope): CertificateeError {
