@@ -49,6 +49,8 @@ export type ErrorCode =
 	| "STATE_CORRUPT"
 	// sources and issuers
 	| "SOURCE_UNREADABLE"
+	| "SOURCE_OLDER"
+	| "SOURCE_DUPLICATE_NAME"
 	| "ACME_ERROR"
 	| "ISSUE_FAILED"
 	| "HOOK_FAILED"

@@ -27,6 +27,8 @@ export interface IssueRequest {
 	certificate: string;
 	domains: string[];
 	keyType: KeyType;
+	/** Requested lifetime in ms, for issuers that choose it (local CA); ACME CAs decide for themselves. */
+	lifetimeMs?: number;
 }
 
 export interface IssuedPem {
@@ -52,3 +54,13 @@ export interface Issuer {
 	issue(request: IssueRequest, signal: AbortSignal): Promise<IssuedPem>;
 	renewalWindow?(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
 }
+
+/** What every source kind's factory receives. */
+export interface SourceDeps {
+	/** certificatee's state directory (issuers keep their CA or account there). */
+	stateDir: string;
+	clock?: () => Date;
+}
+
+/** A configured source kind is either a Source of ready-made certificates or an Issuer. */
+export type BuiltSource = { role: "source"; source: Source } | { role: "issuer"; issuer: Issuer };

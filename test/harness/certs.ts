@@ -109,7 +109,13 @@ export async function createTestCa(
 					await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
 				],
 			});
-	return { certPem: cert.toString("pem"), keyPem: await keyToPem(keys.privateKey), cert, keys, name };
+	return {
+		certPem: pem(cert.toString("pem")),
+		keyPem: pem(await keyToPem(keys.privateKey)),
+		cert,
+		keys,
+		name,
+	};
 }
 
 export interface LeafOptions {
@@ -152,9 +158,13 @@ export async function issueTestLeaf(issuer: TestIssuer, options: LeafOptions): P
 			new x509.SubjectAlternativeNameExtension(sans),
 		],
 	});
-	const certPem = cert.toString("pem");
-	const chainPem = (options.intermediates ?? []).map((i) => i.certPem).join("\n");
-	const keyPem = await keyToPem(keys.privateKey);
-	const combinedPem = [certPem, chainPem, keyPem].filter((s) => s.length > 0).join("\n");
-	return { certPem, keyPem, chainPem, combinedPem: `${combinedPem.trimEnd()}\n`, serial };
+	const certPem = pem(cert.toString("pem"));
+	const chainPem = (options.intermediates ?? []).map((i) => i.certPem).join("");
+	const keyPem = pem(await keyToPem(keys.privateKey));
+	return { certPem, keyPem, chainPem, combinedPem: certPem + chainPem + keyPem, serial };
+}
+
+/** PEM text ending in exactly one newline, so blocks can be concatenated. */
+function pem(text: string): string {
+	return `${text.trimEnd()}\n`;
 }

@@ -3,12 +3,12 @@
  * gave it. Behind a two-method interface so the state store (filesystem now, etcd later) can replace the
  * files here without touching the issuer.
  */
-import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { Secret } from "../../certificates/types.js";
 import { CertificateeError } from "../../errors.js";
+import { writeFileAtomic } from "../../store/atomic-file.js";
 
 export interface StoredAccount {
 	/** PEM of the account private key. */
@@ -25,29 +25,6 @@ export interface AccountStore {
 }
 
 const metaSchema = z.object({ directory_url: z.string().optional(), account_url: z.string().optional() });
-
-async function writeAtomic(file: string, content: string): Promise<void> {
-	const tmp = `${file}.${randomBytes(6).toString("hex")}.tmp`;
-	const handle = await open(tmp, "wx", 0o600);
-	try {
-		await handle.writeFile(content);
-		await handle.sync();
-	} finally {
-		await handle.close();
-	}
-	try {
-		await rename(tmp, file);
-	} catch (e) {
-		await rm(tmp, { force: true });
-		throw e;
-	}
-	const dir = await open(path.dirname(file), "r");
-	try {
-		await dir.sync();
-	} finally {
-		await dir.close();
-	}
-}
 
 async function readIfExists(file: string): Promise<string | undefined> {
 	try {
@@ -99,9 +76,10 @@ export function fileAccountStore(dir: string): AccountStore {
 		async save(account) {
 			await mkdir(dir, { recursive: true, mode: 0o700 });
 			const current = await this.load().catch(() => undefined);
-			if (current?.key.reveal() !== account.key.reveal()) await writeAtomic(keyFile, account.key.reveal());
+			if (current?.key.reveal() !== account.key.reveal())
+				await writeFileAtomic(keyFile, account.key.reveal());
 			const meta = `${JSON.stringify({ directory_url: account.directoryUrl, account_url: account.accountUrl }, null, 2)}\n`;
-			if ((await readIfExists(metaFile)) !== meta) await writeAtomic(metaFile, meta);
+			if ((await readIfExists(metaFile)) !== meta) await writeFileAtomic(metaFile, meta);
 		},
 	};
 }

@@ -18,7 +18,7 @@ import { createDnsHook, dnsRecordName } from "./dns01.js";
 import { createHttp01Responder } from "./http01.js";
 import { createCertificateKey } from "./keys.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
-import { type AcmeIssuerConfig, DEFAULT_HTTP01_LISTEN, parseDuration } from "./schema.js";
+import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
 import {
 	acmeRequest,
 	attachTransport,
@@ -29,7 +29,7 @@ import {
 
 export { type AccountStore, fileAccountStore, type StoredAccount } from "./account.js";
 export { ariCertId } from "./ari.js";
-export { type AcmeIssuerConfig, acmeIssuerSchema } from "./schema.js";
+export { type AcmeSourceConfig, acmeSourceSchema } from "./schema.js";
 
 export interface AcmeLogger {
 	info(fields: object, message: string): void;
@@ -91,7 +91,7 @@ function normaliseDomains(domains: readonly string[]): string[] {
 	return [...new Set(domains.map((d) => d.trim().toLowerCase()).filter((d) => d.length > 0))];
 }
 
-export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps): AcmeIssuer {
+export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps): AcmeIssuer {
 	const directoryUrl = config.directory_url;
 	const logger = deps.logger ?? silent;
 	const store = deps.accountStore ?? fileAccountStore(path.join(deps.stateDir, "acme", config.name));
@@ -104,11 +104,11 @@ export function createAcmeIssuer(config: AcmeIssuerConfig, deps: AcmeIssuerDeps)
 		: undefined;
 	const http01Listen = config.http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
 	const responder = http01Listen ? createHttp01Responder(http01Listen) : undefined;
-	const dnsHookTimeoutMs = parseDuration(config.dns_hook_timeout);
+	const dnsHookTimeoutMs = config.dns_hook_timeout;
 	const dnsHook = config.dns_hook ? createDnsHook(config.dns_hook, dnsHookTimeoutMs) : undefined;
-	const propagationWaitMs = parseDuration(config.dns_propagation_wait);
-	const pollMs = parseDuration(config.poll_interval);
-	const timeoutMs = parseDuration(config.timeout);
+	const propagationWaitMs = config.dns_propagation_wait;
+	const pollMs = config.poll_interval;
+	const timeoutMs = config.timeout;
 	const agent = new Agent({ connect: ca ? { ca } : {}, keepAliveTimeout: 10_000 });
 	const transport: TransportOptions = {
 		dispatcher: agent,

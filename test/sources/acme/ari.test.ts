@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../../src/errors.js";
 import {
 	type AcmeIssuer,
-	acmeIssuerSchema,
+	acmeSourceSchema,
 	ariCertId,
 	createAcmeIssuer,
 } from "../../../src/sources/acme/index.js";
@@ -49,7 +49,7 @@ async function issuerFor(
 ): Promise<AcmeIssuer> {
 	server = await startAriServer(options);
 	issuer = createAcmeIssuer(
-		acmeIssuerSchema.parse({
+		acmeSourceSchema.parse({
 			name: "ari",
 			type: "acme",
 			directory_url: server.directoryUrl,

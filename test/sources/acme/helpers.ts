@@ -1,13 +1,13 @@
 /** Shared checks for ACME issuer tests: issued chains against Pebble's root, keys against leaves. */
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { expect } from "vitest";
-import { type AcmeIssuerConfig, acmeIssuerSchema } from "../../../src/sources/acme/index.js";
+import { type AcmeSourceConfig, acmeSourceSchema } from "../../../src/sources/acme/index.js";
 import type { IssuedPem } from "../../../src/sources/types.js";
 import type { PebbleHandle } from "../../harness/pebble.js";
 
 /** A config for `pebble`, answering HTTP-01 where Pebble's VA connects, polling fast. */
-export function pebbleConfig(pebble: PebbleHandle, extra: Record<string, unknown> = {}): AcmeIssuerConfig {
-	return acmeIssuerSchema.parse({
+export function pebbleConfig(pebble: PebbleHandle, extra: Record<string, unknown> = {}): AcmeSourceConfig {
+	return acmeSourceSchema.parse({
 		name: "pebble",
 		type: "acme",
 		directory_url: pebble.directoryUrl,

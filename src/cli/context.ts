@@ -1,0 +1,41 @@
+/** What every command gets: parsed global options, a logger, the config loader and an output sink. */
+
+import { configProblems, defaultConfigPath, type LoadedConfig, loadConfigFile } from "../config/load.js";
+import { CertificateeError } from "../errors.js";
+import { createLogger, type Logger } from "../log.js";
+
+export interface GlobalOptions {
+	config?: string;
+	logLevel?: string;
+	json?: boolean;
+}
+
+export interface CommandContext {
+	options: GlobalOptions;
+	log: Logger;
+	/** Writes a line to stdout (the command's result; logs go to stderr). */
+	out(line: string): void;
+	loadConfig(): LoadedConfig;
+	env: NodeJS.ProcessEnv;
+}
+
+export function createContext(options: GlobalOptions, env: NodeJS.ProcessEnv = process.env): CommandContext {
+	const log = createLogger({ level: options.logLevel ?? env.CERTIFICATEE_LOG_LEVEL ?? "info" });
+	return {
+		options,
+		log,
+		env,
+		out: (line) => process.stdout.write(`${line}\n`),
+		loadConfig: () => loadConfigFile(options.config ?? defaultConfigPath(env), env),
+	};
+}
+
+/** A human line for an error: message, then the hint. */
+export function formatError(e: unknown): string {
+	if (e instanceof CertificateeError) {
+		const problems = configProblems(e);
+		const body = problems.length > 0 ? e.message : e.message;
+		return e.hint ? `${body}\n  hint: ${e.hint}` : body;
+	}
+	return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,80 @@
+/**
+ * Secrets are never inline by necessity: `${ENV_VAR}` in any string value, and `<key>_file` for secret keys
+ * (`password_file: /run/secrets/dpapi` becomes `password`). Runs on the raw YAML tree, before the schema.
+ */
+import { readFileSync } from "node:fs";
+import { CertificateeError } from "../errors.js";
+
+/** Keys whose value may come from a file named by `<key>_file`. */
+export const SECRET_KEYS = ["password", "hmac_key", "eab_hmac_key", "token"] as const;
+
+export interface InterpolateProblem {
+	path: string;
+	message: string;
+}
+
+export function formatPath(path: ReadonlyArray<PropertyKey>): string {
+	let out = "";
+	for (const p of path) {
+		if (typeof p === "number") out += `[${p}]`;
+		else out += out === "" ? String(p) : `.${String(p)}`;
+	}
+	return out || "(top level)";
+}
+
+export function interpolate(
+	value: unknown,
+	env: NodeJS.ProcessEnv,
+	problems: InterpolateProblem[],
+	path: PropertyKey[] = [],
+): unknown {
+	if (typeof value === "string") {
+		return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
+			const v = env[name];
+			if (v === undefined) {
+				problems.push({
+					path: formatPath(path),
+					message: `environment variable ${name} is not set`,
+				});
+				return "";
+			}
+			return v;
+		});
+	}
+	if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, problems, [...path, i]));
+	if (value !== null && typeof value === "object") {
+		const out: Record<string, unknown> = {};
+		for (const [k, v] of Object.entries(value)) out[k] = interpolate(v, env, problems, [...path, k]);
+		for (const key of SECRET_KEYS) {
+			const fileKey = `${key}_file`;
+			if (!(fileKey in out)) continue;
+			const where = formatPath([...path, fileKey]);
+			if (key in out) {
+				problems.push({ path: where, message: `give either ${key} or ${fileKey}, not both` });
+				continue;
+			}
+			const file = out[fileKey];
+			if (typeof file !== "string") {
+				problems.push({ path: where, message: "expected a file path" });
+				continue;
+			}
+			try {
+				out[key] = readFileSync(file, "utf8").replace(/\r?\n$/, "");
+			} catch (e) {
+				const reason = (e as NodeJS.ErrnoException).code ?? "unreadable";
+				problems.push({ path: where, message: `cannot read ${file} (${reason})` });
+			}
+			delete out[fileKey];
+		}
+		return out;
+	}
+	return value;
+}
+
+export function secretFileError(problems: InterpolateProblem[], file: string): CertificateeError {
+	return new CertificateeError(
+		"CONFIG_SECRET_UNREADABLE",
+		`${file}: ${problems.map((p) => `${p.path}: ${p.message}`).join("; ")}`,
+		{ context: { file } },
+	);
+}

@@ -1,0 +1,88 @@
+/** The configuration file's schema: the top level here, each kind's options in its own folder. */
+import { z } from "zod";
+import { certificateSpecSchema } from "../renewal/schema.js";
+import { acmeSourceSchema } from "../sources/acme/schema.js";
+import { directorySourceSchema } from "../sources/directory/schema.js";
+import { localCaSourceSchema } from "../sources/local-ca/schema.js";
+import { directoryTargetSchema } from "../targets/directory/schema.js";
+import { dataplaneTargetSchema } from "../targets/haproxy-dataplane/schema.js";
+import { runtimeTargetSchema } from "../targets/haproxy-runtime/schema.js";
+import { duration } from "./duration.js";
+
+export const sourceSchema = z.discriminatedUnion("type", [
+	directorySourceSchema,
+	acmeSourceSchema,
+	localCaSourceSchema,
+]);
+export type SourceConfig = z.infer<typeof sourceSchema>;
+
+export const targetSchema = z.discriminatedUnion("type", [
+	dataplaneTargetSchema,
+	runtimeTargetSchema,
+	directoryTargetSchema,
+]);
+export type TargetConfig = z.infer<typeof targetSchema>;
+
+const listen = z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, {
+	error: "expected host:port, e.g. 127.0.0.1:9810",
+});
+
+export const configSchema = z.strictObject({
+	state_dir: z.string().min(1).default("./.certificatee"),
+	interval: duration.prefault("10m"),
+	listen: listen.default("127.0.0.1:9810"),
+	log_level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+	sources: z.array(sourceSchema).default([]),
+	certificates: z.array(certificateSpecSchema).default([]),
+	targets: z.array(targetSchema).default([]),
+});
+export type Config = z.infer<typeof configSchema>;
+
+interface Problem {
+	path: string;
+	message: string;
+}
+type Named = { name?: unknown; type?: unknown; issuer?: unknown; endpoints?: unknown };
+
+function list(value: unknown): Named[] {
+	return Array.isArray(value) ? value.filter((v): v is Named => v !== null && typeof v === "object") : [];
+}
+
+/**
+ * Rules across entries (unique names, issuers that exist). Runs on the raw tree even when the schema
+ * fails elsewhere, so `validate` lists every mistake at once.
+ */
+export function referenceProblems(raw: unknown): Problem[] {
+	const top = (raw ?? {}) as Record<string, unknown>;
+	const problems: Problem[] = [];
+	const sources = list(top.sources);
+	unique(sources, "sources", problems);
+	unique(list(top.certificates), "certificates", problems);
+	unique(list(top.targets), "targets", problems);
+	list(top.targets).forEach((t, i) => {
+		unique(list(t.endpoints), `targets[${i}].endpoints`, problems);
+	});
+	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
+	list(top.certificates).forEach((c, i) => {
+		if (typeof c.issuer === "string" && !issuers.includes(c.issuer)) {
+			problems.push({
+				path: `certificates[${i}].issuer`,
+				message: `no issuer source named "${c.issuer}" (issuers: ${issuers.join(", ") || "none"}; an issuer is a source of type acme or local-ca)`,
+			});
+		}
+	});
+	return problems;
+}
+
+function unique(items: Named[], what: string, problems: Problem[]): void {
+	const seen = new Map<unknown, number>();
+	items.forEach((item, i) => {
+		const first = seen.get(item.name);
+		if (first !== undefined) {
+			problems.push({
+				path: `${what}[${i}].name`,
+				message: `duplicate name "${String(item.name)}" (also ${what}[${first}])`,
+			});
+		} else seen.set(item.name, i);
+	});
+}

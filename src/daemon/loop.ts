@@ -1,0 +1,120 @@
+/**
+ * The daemon: a cycle every interval (with jitter), metrics and health on `listen`, SIGHUP reloads the
+ * configuration (a broken one is rejected and the old one kept), SIGTERM/SIGINT finish each endpoint's
+ * in-flight write and stop.
+ */
+import type { EventEmitter } from "node:events";
+import type { LoadedConfig } from "../config/load.js";
+import type { Config } from "../config/schema.js";
+import { describeError } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics/index.js";
+import { startHealthServer } from "../metrics/server.js";
+import { type CycleDeps, runCycle } from "../reconcile/cycle.js";
+import type { CycleReport } from "../reconcile/report.js";
+import { summarise } from "./summary.js";
+
+/** Everything a configuration builds: the cycle's dependencies and what to close when replaced. */
+export interface Engine {
+	deps: CycleDeps;
+	/** Called after each cycle (renewal status for metrics, ...). */
+	afterCycle?(report: CycleReport): void;
+	/** Starts watches that wake the loop early (a source directory changed). */
+	watch?(wake: () => void): void;
+	close(): Promise<void>;
+}
+
+export interface DaemonOptions {
+	loadConfig(): LoadedConfig;
+	build(config: Config): Promise<Engine>;
+	metrics: Metrics;
+	log: Logger;
+	/** Process-like emitter for SIGHUP, SIGTERM, SIGINT (process in production). */
+	signals: EventEmitter;
+	random?: () => number;
+	/** Called once listening, with the bound address. */
+	onListening?(address: string): void;
+}
+
+export async function runDaemon(options: DaemonOptions): Promise<void> {
+	const { log, metrics, signals } = options;
+	const random = options.random ?? Math.random;
+	let loaded = options.loadConfig();
+	let engine = await options.build(loaded.config);
+	const server = await startHealthServer(loaded.config.listen, metrics);
+	options.onListening?.(server.address);
+	log.info({ config: loaded.file, listen: server.address }, "certificatee started");
+
+	const stop = new AbortController();
+	let reloadRequested = false;
+	let wake: (() => void) | undefined;
+	const wakeUp = () => wake?.();
+	const onStop = (signal: string) => () => {
+		if (stop.signal.aborted) return;
+		log.info({ signal }, "stopping after in-flight writes");
+		stop.abort();
+		wakeUp();
+	};
+	const onTerm = onStop("SIGTERM");
+	const onInt = onStop("SIGINT");
+	const onHup = () => {
+		reloadRequested = true;
+		wakeUp();
+	};
+	signals.on("SIGTERM", onTerm);
+	signals.on("SIGINT", onInt);
+	signals.on("SIGHUP", onHup);
+	engine.watch?.(wakeUp);
+
+	try {
+		while (!stop.signal.aborted) {
+			try {
+				const report = await runCycle(engine.deps, "sync", stop.signal);
+				metrics.recordCycle(report);
+				engine.afterCycle?.(report);
+				const s = summarise(report);
+				(s.failed > 0 ? log.warn.bind(log) : log.info.bind(log))(s, "cycle finished");
+			} catch (e) {
+				log.error({ error: describeError(e) }, "cycle failed");
+			}
+			if (stop.signal.aborted) break;
+			const interval = loaded.config.interval;
+			const delay = Math.max(1000, interval * (0.9 + 0.2 * random()));
+			await new Promise<void>((resolve) => {
+				const timer = setTimeout(resolve, delay);
+				wake = () => {
+					clearTimeout(timer);
+					resolve();
+				};
+			});
+			wake = undefined;
+			if (reloadRequested) {
+				reloadRequested = false;
+				try {
+					const next = options.loadConfig();
+					const nextEngine = await options.build(next.config);
+					await engine.close();
+					engine = nextEngine;
+					engine.watch?.(wakeUp);
+					if (next.config.listen !== loaded.config.listen) {
+						log.warn(
+							{ listen: next.config.listen },
+							"listen changed: restart certificatee to move the metrics server",
+						);
+					}
+					loaded = next;
+					log.info({ config: next.file }, "configuration reloaded");
+				} catch (e) {
+					log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+				}
+			}
+		}
+	} finally {
+		signals.off("SIGTERM", onTerm);
+		signals.off("SIGINT", onInt);
+		signals.off("SIGHUP", onHup);
+		await engine.close();
+		await server.close();
+		log.info("certificatee stopped");
+	}
+}

@@ -1,0 +1,213 @@
+/**
+ * Prometheus metrics. Gauges describing state are computed at scrape time from the last cycle report
+ * (so a removed certificate's series disappear); counters accumulate per cycle. Labels never carry key
+ * material or serials (bounded cardinality).
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { CycleReport, EndpointReport } from "../reconcile/report.js";
+
+export interface RenewalView {
+	certificate: string;
+	nextRenewal?: Date;
+	breakerOpen: boolean;
+}
+
+export interface Metrics {
+	registry: Registry;
+	/** Records a finished cycle. */
+	recordCycle(report: CycleReport): void;
+	recordRenewals(renewals: readonly RenewalView[]): void;
+	recordAcmeOrder(issuer: string, result: "success" | "failure"): void;
+	lastReport(): CycleReport | undefined;
+}
+
+const seconds = (iso: string | Date) => new Date(iso).getTime() / 1000;
+
+export function createMetrics(): Metrics {
+	const registry = new Registry();
+	let last: CycleReport | undefined;
+	let renewals: readonly RenewalView[] = [];
+	const lastSuccess = new Map<string, number>();
+	const key = (e: EndpointReport) => `${e.target}\u0000${e.endpoint}`;
+
+	const gauge = (name: string, help: string, labelNames: string[], collect: (g: Gauge) => void) =>
+		new Gauge({
+			name,
+			help,
+			labelNames,
+			registers: [registry],
+			collect() {
+				this.reset();
+				collect(this);
+			},
+		});
+	const endpoints = () => (last?.targets ?? []).flatMap((t) => t.endpoints);
+
+	gauge(
+		"certificatee_certificate_not_after_timestamp_seconds",
+		"Expiry of each desired certificate.",
+		["certificate"],
+		(g) => {
+			for (const c of last?.certificates ?? []) g.set({ certificate: c.name }, seconds(c.notAfter));
+		},
+	);
+	gauge(
+		"certificatee_ref_not_after_timestamp_seconds",
+		"Expiry of every observed ref, unmanaged ones included.",
+		["target", "endpoint", "ref", "class"],
+		(g) => {
+			for (const e of endpoints())
+				for (const r of e.refs)
+					if (r.notAfter)
+						g.set(
+							{ target: e.target, endpoint: e.endpoint, ref: r.ref, class: r.class },
+							seconds(r.notAfter),
+						);
+		},
+	);
+	gauge(
+		"certificatee_ref_in_sync",
+		"1 when the certificate's canonical ref holds the desired certificate in storage and runtime.",
+		["target", "endpoint", "certificate"],
+		(g) => {
+			for (const e of endpoints()) {
+				if (!e.ok) continue;
+				for (const v of e.verdicts) {
+					if (v.class !== "in-sync" && v.class !== "stale" && v.class !== "missing" && v.class !== "refused")
+						continue;
+					const steps = e.steps.filter((s) => s.ref === v.ref);
+					const converged =
+						v.class === "in-sync" ||
+						(v.class !== "refused" &&
+							steps.length > 0 &&
+							steps.every((s) => s.result === "ok") &&
+							!e.notes.some((n) => n.startsWith(`${v.ref}:`)));
+					g.set({ target: e.target, endpoint: e.endpoint, certificate: v.certificate }, converged ? 1 : 0);
+				}
+			}
+		},
+	);
+	gauge(
+		"certificatee_served_serial_match",
+		"1 when a TLS probe by SNI sees the desired certificate's serial.",
+		["target", "endpoint", "sni"],
+		(g) => {
+			for (const e of endpoints())
+				for (const s of e.served)
+					g.set({ target: e.target, endpoint: e.endpoint, sni: s.sni }, s.match ? 1 : 0);
+		},
+	);
+	gauge(
+		"certificatee_endpoint_up",
+		"1 when the endpoint answered the last observation.",
+		["target", "endpoint"],
+		(g) => {
+			for (const e of endpoints()) g.set({ target: e.target, endpoint: e.endpoint }, e.ok ? 1 : 0);
+		},
+	);
+	gauge(
+		"certificatee_endpoint_last_success_timestamp_seconds",
+		"When the endpoint last completed a cycle without failure.",
+		["target", "endpoint"],
+		(g) => {
+			for (const e of endpoints()) {
+				const t = lastSuccess.get(key(e));
+				if (t !== undefined) g.set({ target: e.target, endpoint: e.endpoint }, t);
+			}
+		},
+	);
+	gauge(
+		"certificatee_legacy_duplicates",
+		"Legacy duplicates by state: found, deleted (this cycle), pending_reload, pinned, ambiguous.",
+		["target", "endpoint", "state"],
+		(g) => {
+			for (const e of endpoints()) {
+				if (!e.ok) continue;
+				const count = (cls: string) => e.verdicts.filter((v) => v.class === cls).length;
+				const deleted = new Set(
+					e.steps
+						.filter((s) => (s.op === "storage-delete" || s.op === "runtime-delete") && s.result === "ok")
+						.map((s) => s.ref),
+				).size;
+				const labels = { target: e.target, endpoint: e.endpoint };
+				g.set(
+					{ ...labels, state: "found" },
+					count("legacy-duplicate") + count("deleted-pending-reload") + count("pinned"),
+				);
+				g.set({ ...labels, state: "deleted" }, deleted);
+				g.set({ ...labels, state: "pending_reload" }, count("deleted-pending-reload"));
+				g.set({ ...labels, state: "pinned" }, count("pinned"));
+				g.set({ ...labels, state: "ambiguous" }, count("ambiguous"));
+			}
+		},
+	);
+	gauge(
+		"certificatee_renewal_next_timestamp_seconds",
+		"When each issued certificate is next due for renewal.",
+		["certificate"],
+		(g) => {
+			for (const r of renewals)
+				if (r.nextRenewal) g.set({ certificate: r.certificate }, seconds(r.nextRenewal));
+		},
+	);
+	gauge(
+		"certificatee_renewal_loop_breaker_open",
+		"1 when the renewal loop breaker stopped ordering for the certificate.",
+		["certificate"],
+		(g) => {
+			for (const r of renewals) g.set({ certificate: r.certificate }, r.breakerOpen ? 1 : 0);
+		},
+	);
+
+	const operations = new Counter({
+		name: "certificatee_sync_operations_total",
+		help: "Writes made on endpoints, by operation and result.",
+		labelNames: ["target", "endpoint", "operation", "result"],
+		registers: [registry],
+	});
+	const reloads = new Counter({
+		name: "certificatee_reloads_caused_total",
+		help: "Reloads an endpoint scheduled in answer to certificatee's writes (expected to stay 0).",
+		labelNames: ["target", "endpoint", "reason"],
+		registers: [registry],
+	});
+	const cycleDuration = new Histogram({
+		name: "certificatee_cycle_duration_seconds",
+		help: "Duration of whole cycles.",
+		labelNames: ["mode"],
+		buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+		registers: [registry],
+	});
+	const acmeOrders = new Counter({
+		name: "certificatee_acme_orders_total",
+		help: "Certificate orders placed with ACME issuers, by result.",
+		labelNames: ["issuer", "result"],
+		registers: [registry],
+	});
+
+	return {
+		registry,
+		lastReport: () => last,
+		recordCycle(report) {
+			last = report;
+			cycleDuration.observe({ mode: report.mode }, report.durationMs / 1000);
+			for (const e of report.targets.flatMap((t) => t.endpoints)) {
+				const labels = { target: e.target, endpoint: e.endpoint };
+				for (const s of e.steps) {
+					if (s.result === undefined || s.result === "skipped") continue;
+					operations.inc({ ...labels, operation: s.op, result: s.result });
+					if (s.reloadCaused) reloads.inc({ ...labels, reason: s.op });
+				}
+				if (e.ok && !e.steps.some((s) => s.result === "failed")) {
+					lastSuccess.set(key(e), Date.parse(report.startedAt) / 1000 + report.durationMs / 1000);
+				}
+			}
+		},
+		recordRenewals(views) {
+			renewals = views;
+		},
+		recordAcmeOrder(issuer, result) {
+			acmeOrders.inc({ issuer, result });
+		},
+	};
+}

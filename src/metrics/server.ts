@@ -1,0 +1,76 @@
+/** The HTTP side of the daemon: /metrics, /healthz (alive), /readyz (config loaded, last cycle finished). */
+import { createServer, type Server } from "node:http";
+import { CertificateeError } from "../errors.js";
+import { failedEndpoints } from "../reconcile/report.js";
+import type { Metrics } from "./index.js";
+
+export interface HealthServer {
+	/** The bound address, e.g. 127.0.0.1:9810 (useful with port 0). */
+	address: string;
+	close(): Promise<void>;
+}
+
+export function splitHostPort(listen: string): { host: string; port: number } {
+	const i = listen.lastIndexOf(":");
+	return { host: listen.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(listen.slice(i + 1)) };
+}
+
+export async function startHealthServer(listen: string, metrics: Metrics): Promise<HealthServer> {
+	const server: Server = createServer((req, res) => {
+		const path = (req.url ?? "/").split("?")[0];
+		if (req.method !== "GET" && req.method !== "HEAD") {
+			res.writeHead(405, { allow: "GET, HEAD" }).end();
+			return;
+		}
+		if (path === "/metrics") {
+			metrics.registry
+				.metrics()
+				.then((body) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(body))
+				.catch((e: unknown) => res.writeHead(500).end(String(e)));
+			return;
+		}
+		if (path === "/healthz") {
+			res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
+			return;
+		}
+		if (path === "/readyz") {
+			const last = metrics.lastReport();
+			const failed = last
+				? failedEndpoints(last).map((e) => ({
+						target: e.target,
+						endpoint: e.endpoint,
+						error:
+							e.error?.message ??
+							e.steps.find((s) => s.result === "failed")?.error?.message ??
+							"a write failed",
+					}))
+				: [];
+			const body = { ready: last !== undefined, lastCycle: last?.startedAt ?? null, failedEndpoints: failed };
+			res
+				.writeHead(last ? 200 : 503, { "content-type": "application/json" })
+				.end(`${JSON.stringify(body)}\n`);
+			return;
+		}
+		res
+			.writeHead(404, { "content-type": "text/plain" })
+			.end("not found: try /metrics, /healthz or /readyz\n");
+	});
+	const { host, port } = splitHostPort(listen);
+	await new Promise<void>((resolve, reject) => {
+		server.once("error", (e: NodeJS.ErrnoException) =>
+			reject(
+				new CertificateeError("CONFIG_INVALID", `listen ${listen}: cannot bind (${e.code ?? e.message})`, {
+					context: { field: "listen" },
+					hint: "choose a free host:port for metrics and health, e.g. 127.0.0.1:9810",
+				}),
+			),
+		);
+		server.listen(port, host, () => resolve());
+	});
+	const addr = server.address();
+	const address = typeof addr === "object" && addr ? `${addr.address}:${addr.port}` : listen;
+	return {
+		address,
+		close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+	};
+}

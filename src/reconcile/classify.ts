@@ -1,0 +1,214 @@
+/**
+ * Phase 2: classify every desired certificate and every observed ref of one endpoint, from the complete
+ * observation. Pure: plain data in, verdicts out; no I/O, clock or logger.
+ */
+import { bundleNames } from "../certificates/bundle.js";
+import { nameSet, sameNameSet } from "../certificates/names.js";
+import type { CertificateInfo } from "../certificates/types.js";
+import type { DesiredCertificate, ObservedRef, RefMeta, ServedCertificate } from "./model.js";
+
+export type Side = "storage" | "runtime";
+
+export type Verdict =
+	| { class: "in-sync"; ref: string; certificate: string }
+	| { class: "stale"; ref: string; certificate: string; sides: Side[]; missingSides: Side[] }
+	| { class: "missing"; ref: string; certificate: string }
+	| { class: "refused"; ref: string; certificate: string; why: string }
+	| {
+			class: "legacy-duplicate";
+			ref: string;
+			certificate: string;
+			keeper: string;
+			keeperStable: boolean;
+			/** Sides of the duplicate whose content differs from the desired certificate. */
+			staleSides: Side[];
+	  }
+	| {
+			class: "deleted-pending-reload";
+			ref: string;
+			certificate: string;
+			keeper: string;
+			keeperStable: boolean;
+			runtimeStale: boolean;
+	  }
+	| { class: "pinned"; ref: string; certificate: string; keeper: string; staleSides: Side[]; why: string }
+	| { class: "ambiguous"; ref: string; certificates: string[]; why: string }
+	| {
+			class: "shadowed";
+			sni: string;
+			certificate: string;
+			servedSerial: string;
+			servedBy?: string;
+			why: string;
+	  }
+	| { class: "unmanaged"; ref: string; notAfter?: Date; names: string[] };
+
+export type VerdictClass = Verdict["class"];
+
+export interface DuplicatePolicy {
+	/** "remove": delete confirmed duplicates once their keeper is stable; "report": keep them synced. */
+	legacyDuplicates: "remove" | "report";
+	/** Push a certificate even when it would stop covering a name the current one covers. */
+	allowNameRemoval: boolean;
+}
+
+export interface ClassifyInput {
+	/** Desired certificates for this target, each with its canonical ref name. */
+	desired: ReadonlyArray<{ ref: string; certificate: DesiredCertificate }>;
+	refs: readonly ObservedRef[];
+	policy: DuplicatePolicy;
+	/** What a TLS probe saw, per SNI name, where probes are configured. */
+	served?: readonly ServedCertificate[];
+}
+
+/** Does one side hold exactly this leaf? Compares fingerprints where the side reports them, else serials. */
+export function sideMatches(meta: RefMeta | undefined, leaf: CertificateInfo): boolean {
+	if (meta === undefined) return false;
+	if (meta.fingerprint !== undefined) return meta.fingerprint === leaf.fingerprint;
+	if (meta.sha1 !== undefined && meta.sha1 !== leaf.sha1) return false;
+	return meta.serial !== undefined && meta.serial === leaf.serial;
+}
+
+function refNames(ref: ObservedRef): string[] {
+	return nameSet(ref.runtime?.names ?? ref.storage?.names ?? []);
+}
+
+function presentSides(ref: ObservedRef): Side[] {
+	const sides: Side[] = [];
+	if (ref.storage) sides.push("storage");
+	if (ref.runtime) sides.push("runtime");
+	return sides;
+}
+
+function staleSidesOf(ref: ObservedRef, leaf: CertificateInfo): Side[] {
+	return presentSides(ref).filter((side) => !sideMatches(ref[side], leaf));
+}
+
+function classifyCanonical(
+	ref: string,
+	desired: DesiredCertificate,
+	observed: ObservedRef | undefined,
+	policy: DuplicatePolicy,
+): Verdict {
+	const certificate = desired.name;
+	if (observed === undefined || (!observed.storage && !observed.runtime))
+		return { class: "missing", ref, certificate };
+	const leaf = desired.bundle.leaf;
+	const stale = staleSidesOf(observed, leaf);
+	const missingSides: Side[] = (["storage", "runtime"] as const).filter((s) => observed[s] === undefined);
+	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
+	if (!policy.allowNameRemoval) {
+		const current = refNames(observed);
+		const wanted = bundleNames(desired.bundle);
+		const dropped = current.filter((n) => !wanted.some((w) => w === n));
+		if (dropped.length > 0 && stale.length > 0) {
+			return {
+				class: "refused",
+				ref,
+				certificate,
+				why: `the new certificate would stop covering ${dropped.join(", ")}, which ${ref} covers now (set allow_name_removal to push it)`,
+			};
+		}
+	}
+	return { class: "stale", ref, certificate, sides: stale, missingSides };
+}
+
+/** A ref held by runtime with no crt-list entry and status Used is referenced by a `crt` line: it cannot leave. */
+function pinnedReason(ref: ObservedRef): string | undefined {
+	if (ref.runtime && ref.crtLists.length === 0 && ref.runtime.status === "Used") {
+		return "referenced directly by a crt line in the HAProxy configuration; it can only go with a config change and reload";
+	}
+	return undefined;
+}
+
+export function classifyEndpoint(input: ClassifyInput): Verdict[] {
+	const { desired, refs, policy } = input;
+	const byRef = new Map(refs.map((r) => [r.ref, r]));
+	const verdicts: Verdict[] = [];
+	const canonical = new Map<string, Verdict>();
+
+	for (const { ref, certificate } of desired) {
+		const v = classifyCanonical(ref, certificate, byRef.get(ref), policy);
+		canonical.set(ref, v);
+		verdicts.push(v);
+	}
+
+	for (const observed of refs) {
+		if (canonical.has(observed.ref)) continue;
+		const names = refNames(observed);
+		const equal = desired.filter((d) => sameNameSet(bundleNames(d.certificate.bundle), names));
+		const overlapping = desired.filter(
+			(d) =>
+				!equal.includes(d) && bundleNames(d.certificate.bundle).some((n) => names.includes(n.toLowerCase())),
+		);
+		if (equal.length > 1 || (equal.length === 1 && overlapping.length > 0)) {
+			verdicts.push({
+				class: "ambiguous",
+				ref: observed.ref,
+				certificates: [...equal, ...overlapping].map((d) => d.certificate.name),
+				why: "several desired certificates could be its keeper",
+			});
+			continue;
+		}
+		if (equal.length === 0 && overlapping.length > 0) {
+			verdicts.push({
+				class: "ambiguous",
+				ref: observed.ref,
+				certificates: overlapping.map((d) => d.certificate.name),
+				why: `its names (${names.join(", ")}) overlap a desired certificate's without being equal`,
+			});
+			continue;
+		}
+		const match = equal[0];
+		if (match === undefined) {
+			verdicts.push({
+				class: "unmanaged",
+				ref: observed.ref,
+				names,
+				...(observed.runtime?.notAfter || observed.storage?.notAfter
+					? { notAfter: (observed.runtime?.notAfter ?? observed.storage?.notAfter) as Date }
+					: {}),
+			});
+			continue;
+		}
+		const keeperVerdict = canonical.get(match.ref);
+		const keeperStable = keeperVerdict?.class === "in-sync";
+		const leaf = match.certificate.bundle.leaf;
+		const base = { ref: observed.ref, certificate: match.certificate.name, keeper: match.ref };
+		const pinned = pinnedReason(observed);
+		if (pinned !== undefined && policy.legacyDuplicates === "remove") {
+			verdicts.push({ class: "pinned", ...base, staleSides: staleSidesOf(observed, leaf), why: pinned });
+		} else if (!observed.storage) {
+			verdicts.push({
+				class: "deleted-pending-reload",
+				...base,
+				keeperStable,
+				runtimeStale: !sideMatches(observed.runtime, leaf),
+			});
+		} else {
+			verdicts.push({
+				class: "legacy-duplicate",
+				...base,
+				keeperStable,
+				staleSides: staleSidesOf(observed, leaf),
+			});
+		}
+	}
+
+	for (const served of input.served ?? []) {
+		const owner = desired.find((d) => bundleNames(d.certificate.bundle).includes(served.sni.toLowerCase()));
+		if (owner === undefined || served.serial === owner.certificate.bundle.leaf.serial) continue;
+		const culprit = refs.find((r) => r.runtime?.serial === served.serial);
+		verdicts.push({
+			class: "shadowed",
+			sni: served.sni,
+			certificate: owner.certificate.name,
+			servedSerial: served.serial,
+			...(culprit ? { servedBy: culprit.ref } : {}),
+			why: culprit
+				? `HAProxy serves ${culprit.ref} (serial ${served.serial}) for ${served.sni}`
+				: `HAProxy serves serial ${served.serial} for ${served.sni}, not the desired ${owner.certificate.bundle.leaf.serial}`,
+		});
+	}
+	return verdicts;
+}

@@ -1,0 +1,65 @@
+/**
+ * One cycle, top to bottom: desired certificates from the sources, then every target (per endpoint:
+ * observe → classify → plan → apply in sync mode), then the report. `plan` and `sync` share it.
+ */
+import pLimit from "p-limit";
+import type { SourceProblem } from "../sources/types.js";
+import type { DesiredCertificate } from "./model.js";
+import type { CycleReport, TargetReport } from "./report.js";
+
+export type CycleMode = "plan" | "sync";
+
+/** A configured target. run() never throws for an endpoint's failure: it is in the report. */
+export interface TargetRunner {
+	readonly name: string;
+	readonly kind: string;
+	run(desired: readonly DesiredCertificate[], mode: CycleMode, signal: AbortSignal): Promise<TargetReport>;
+}
+
+export interface DesiredSet {
+	certificates: DesiredCertificate[];
+	problems: SourceProblem[];
+}
+
+export interface CycleDeps {
+	loadDesired(signal: AbortSignal): Promise<DesiredSet>;
+	targets: readonly TargetRunner[];
+	now(): Date;
+	/** Targets run at once (each bounds its own endpoints). */
+	targetConcurrency?: number;
+}
+
+export async function runCycle(deps: CycleDeps, mode: CycleMode, signal: AbortSignal): Promise<CycleReport> {
+	const started = deps.now();
+	const desired = await deps.loadDesired(signal);
+	const limit = pLimit(deps.targetConcurrency ?? 4);
+	const targets = await Promise.all(
+		deps.targets.map((t) => limit(() => t.run(desired.certificates, mode, signal))),
+	);
+	return {
+		mode,
+		startedAt: started.toISOString(),
+		durationMs: deps.now().getTime() - started.getTime(),
+		certificates: desired.certificates.map((c) => ({
+			name: c.name,
+			names: c.names,
+			origin: c.origin,
+			serial: c.bundle.leaf.serial,
+			notAfter: c.bundle.leaf.notAfter.toISOString(),
+		})),
+		sourceProblems: desired.problems.map((p) => ({
+			subject: p.subject,
+			code: p.error.code,
+			message: p.error.message,
+		})),
+		targets,
+	};
+}
+
+/** The certificates a target receives: all, or those its config lists. */
+export function selectCertificates(
+	desired: readonly DesiredCertificate[],
+	only: readonly string[] | undefined,
+): DesiredCertificate[] {
+	return only === undefined ? [...desired] : desired.filter((d) => only.includes(d.name));
+}

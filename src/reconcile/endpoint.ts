@@ -1,0 +1,149 @@
+/**
+ * One endpoint, three phases: observe everything, classify from that complete picture, then act.
+ * Failures are values: an endpoint that does not answer yields a report with its error, never an exception.
+ */
+import { bundleNames } from "../certificates/bundle.js";
+import { CertificateeError, describeError } from "../errors.js";
+import { classifyEndpoint, type DuplicatePolicy } from "./classify.js";
+import type { DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
+import { planEndpoint } from "./plan.js";
+import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
+
+const NEVER_ABORTED = new AbortController().signal;
+
+export interface EndpointJob {
+	target: string;
+	driver: EndpointDriver;
+	/** Desired certificates for this target with their canonical ref names. */
+	desired: ReadonlyArray<{ ref: string; certificate: DesiredCertificate }>;
+	policy: DuplicatePolicy;
+	/** Directory HAProxy loads storage files from (runtime name of a ref = dir/ref). */
+	storageDir: string;
+	newCertificateCrtList?: string;
+	mode: "plan" | "sync";
+	signal: AbortSignal;
+	now: () => Date;
+}
+
+export async function processEndpoint(job: EndpointJob): Promise<EndpointReport> {
+	const started = job.now().getTime();
+	const base = { target: job.target, endpoint: job.driver.name };
+	const observation = await job.driver.observe(job.signal).catch(
+		(e: unknown) =>
+			({
+				endpoint: job.driver.name,
+				ok: false,
+				error:
+					e instanceof CertificateeError
+						? e
+						: new CertificateeError("ENDPOINT_ERROR", describeError(e), {
+								context: { endpoint: job.driver.name },
+							}),
+			}) as const,
+	);
+	if (!observation.ok) {
+		return {
+			...base,
+			ok: false,
+			error: errorView(observation.error),
+			verdicts: [],
+			steps: [],
+			notes: [],
+			served: [],
+			refs: [],
+			durationMs: job.now().getTime() - started,
+		};
+	}
+	const servedBefore = await probeAll(job);
+	const verdicts = classifyEndpoint({
+		desired: job.desired,
+		refs: observation.refs,
+		policy: job.policy,
+		served: servedBefore.flatMap((s) => (s.served ? [s.served] : [])),
+	});
+	const desiredByName = new Map(job.desired.map((d) => [d.certificate.name, d.certificate]));
+	const plan = planEndpoint({
+		verdicts,
+		desired: desiredByName,
+		refs: new Map(observation.refs.map((r) => [r.ref, r])),
+		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
+		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
+		legacyDuplicates: job.policy.legacyDuplicates,
+	});
+	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
+	let served = servedBefore;
+	if (job.mode === "sync" && plan.steps.length > 0) {
+		const failedRefs = new Set<string>();
+		for (const [i, step] of plan.steps.entries()) {
+			const view = steps[i] as StepView;
+			if (failedRefs.has(step.action.ref) || job.signal.aborted) {
+				view.result = "skipped";
+				view.note = job.signal.aborted ? "stopping" : "an earlier write for this ref failed";
+				continue;
+			}
+			// A write in flight is finished even when stopping: the signal is checked between writes only.
+			const result = await job.driver.apply(step.action, NEVER_ABORTED);
+			view.result = result.ok ? "ok" : "failed";
+			if (result.note) view.note = result.note;
+			if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
+			if (result.error) {
+				view.error = errorView(result.error);
+				failedRefs.add(step.action.ref);
+			}
+		}
+		served = await probeAll(job);
+	}
+	const classByRef = new Map<string, (typeof verdicts)[number]["class"]>();
+	for (const v of verdicts) if ("ref" in v) classByRef.set(v.ref, v.class);
+	return {
+		...base,
+		ok: true,
+		verdicts,
+		steps,
+		notes: plan.notes,
+		served: served.map((s) => s.view),
+		refs: observation.refs.map((r) => {
+			const notAfter = r.runtime?.notAfter ?? r.storage?.notAfter;
+			return {
+				ref: r.ref,
+				class: classByRef.get(r.ref) ?? "unmanaged",
+				...(notAfter ? { notAfter: notAfter.toISOString() } : {}),
+			};
+		}),
+		durationMs: job.now().getTime() - started,
+	};
+}
+
+function errorView(e: CertificateeError): { code: string; message: string; hint?: string } {
+	return { code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) };
+}
+
+async function probeAll(job: EndpointJob): Promise<Array<{ view: ServedView; served?: ServedCertificate }>> {
+	const probe = job.driver.probe?.bind(job.driver);
+	if (probe === undefined) return [];
+	const out: Array<{ view: ServedView; served?: ServedCertificate }> = [];
+	for (const { certificate } of job.desired) {
+		const expectedSerial = certificate.bundle.leaf.serial;
+		for (const sni of bundleNames(certificate.bundle)) {
+			if (sni.startsWith("*.")) continue;
+			try {
+				const served = await probe(sni, job.signal);
+				out.push({
+					served,
+					view: {
+						sni,
+						certificate: certificate.name,
+						expectedSerial,
+						servedSerial: served.serial,
+						match: served.serial === expectedSerial,
+					},
+				});
+			} catch (e) {
+				out.push({
+					view: { sni, certificate: certificate.name, expectedSerial, match: false, error: describeError(e) },
+				});
+			}
+		}
+	}
+	return out;
+}

@@ -1,0 +1,146 @@
+/**
+ * From verdicts to the ordered writes of one endpoint. Pure. Actions exist only for differences, so a
+ * converged endpoint plans nothing. Order: every keeper's writes (storage before runtime, so a later reload
+ * never brings back old content), then duplicate removals (crt-list, runtime, storage: never a reload).
+ */
+import type { Verdict } from "./classify.js";
+import type { Action, DesiredCertificate, ObservedRef } from "./model.js";
+
+export interface PlannedStep {
+	action: Action;
+	why: string;
+}
+
+export interface EndpointPlan {
+	steps: PlannedStep[];
+	/** Things that need an operator, e.g. a new certificate that only a reload can make live. */
+	notes: string[];
+}
+
+export interface PlanInput {
+	verdicts: readonly Verdict[];
+	desired: ReadonlyMap<string, DesiredCertificate>;
+	refs: ReadonlyMap<string, ObservedRef>;
+	/** HAProxy's runtime name for a ref that runtime does not hold yet (storage dir + ref). */
+	runtimeNameFor: (ref: string) => string;
+	/** The crt-list (or crt directory) new certificates are added to at runtime; none: they wait for a reload. */
+	newCertificateCrtList?: string;
+	legacyDuplicates: "remove" | "report";
+}
+
+export function planEndpoint(input: PlanInput): EndpointPlan {
+	const keeperSteps: PlannedStep[] = [];
+	const removalSteps: PlannedStep[] = [];
+	const notes: string[] = [];
+	const runtimeName = (ref: string) => input.refs.get(ref)?.runtimeName ?? input.runtimeNameFor(ref);
+
+	const write = (
+		into: PlannedStep[],
+		ref: string,
+		certificate: string,
+		side: "storage-replace" | "storage-create" | "runtime-set" | "runtime-add",
+		why: string,
+	) => {
+		const desired = input.desired.get(certificate);
+		if (desired === undefined) return;
+		const bundle = desired.bundle;
+		switch (side) {
+			case "storage-replace":
+			case "storage-create":
+				into.push({ action: { op: side, ref, certificate, bundle }, why });
+				return;
+			case "runtime-set":
+				into.push({ action: { op: side, ref, runtimeName: runtimeName(ref), certificate, bundle }, why });
+				return;
+			case "runtime-add": {
+				const crtList = input.newCertificateCrtList;
+				if (crtList === undefined) {
+					notes.push(
+						`${ref}: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)`,
+					);
+					return;
+				}
+				into.push({
+					action: { op: side, ref, runtimeName: runtimeName(ref), crtList, certificate, bundle },
+					why,
+				});
+				return;
+			}
+		}
+	};
+
+	const removeDuplicate = (ref: string, why: string) => {
+		const observed = input.refs.get(ref);
+		if (observed === undefined) return;
+		const name = runtimeName(ref);
+		if (observed.runtime) {
+			for (const crtList of observed.crtLists) {
+				removalSteps.push({ action: { op: "crt-list-remove", ref, runtimeName: name, crtList }, why });
+			}
+			removalSteps.push({ action: { op: "runtime-delete", ref, runtimeName: name }, why });
+		}
+		if (observed.storage) removalSteps.push({ action: { op: "storage-delete", ref }, why });
+	};
+
+	for (const v of input.verdicts) {
+		switch (v.class) {
+			case "in-sync":
+			case "refused":
+			case "ambiguous":
+			case "unmanaged":
+			case "shadowed":
+				break;
+			case "missing":
+				write(keeperSteps, v.ref, v.certificate, "storage-create", "missing");
+				write(keeperSteps, v.ref, v.certificate, "runtime-add", "missing");
+				break;
+			case "stale": {
+				const why = "stale";
+				if (v.sides.includes("storage")) write(keeperSteps, v.ref, v.certificate, "storage-replace", why);
+				if (v.missingSides.includes("storage"))
+					write(keeperSteps, v.ref, v.certificate, "storage-create", "missing in storage");
+				if (v.sides.includes("runtime")) write(keeperSteps, v.ref, v.certificate, "runtime-set", why);
+				if (v.missingSides.includes("runtime"))
+					write(keeperSteps, v.ref, v.certificate, "runtime-add", "missing in runtime");
+				break;
+			}
+			case "legacy-duplicate":
+				if (v.keeperStable && input.legacyDuplicates === "remove") {
+					removeDuplicate(v.ref, `legacy duplicate of ${v.keeper}`);
+				} else {
+					const why = v.keeperStable
+						? "legacy duplicate kept current (legacy_duplicates: report)"
+						: `legacy duplicate kept current until ${v.keeper} is stable`;
+					if (v.staleSides.includes("storage"))
+						write(keeperSteps, v.ref, v.certificate, "storage-replace", why);
+					if (v.staleSides.includes("runtime")) write(keeperSteps, v.ref, v.certificate, "runtime-set", why);
+				}
+				break;
+			case "deleted-pending-reload":
+				// Never write its storage file again: a duplicate is never recreated.
+				if (v.keeperStable && input.legacyDuplicates === "remove") {
+					removeDuplicate(v.ref, `legacy duplicate of ${v.keeper}, already gone from storage`);
+				} else if (v.runtimeStale) {
+					write(
+						keeperSteps,
+						v.ref,
+						v.certificate,
+						"runtime-set",
+						`deleted duplicate kept current in runtime until ${v.keeper} is stable`,
+					);
+				}
+				break;
+			case "pinned":
+				if (v.staleSides.includes("storage"))
+					write(keeperSteps, v.ref, v.certificate, "storage-replace", "pinned duplicate kept current");
+				if (v.staleSides.includes("runtime"))
+					write(keeperSteps, v.ref, v.certificate, "runtime-set", "pinned duplicate kept current");
+				break;
+			default: {
+				const never: never = v;
+				throw new Error(`unhandled verdict ${JSON.stringify(never)}`);
+			}
+		}
+	}
+	return { steps: [...keeperSteps, ...removalSteps], notes };
+}

@@ -1,0 +1,360 @@
+/**
+ * The renewal manager: for each configured certificate, read its state, ask the policy, order from its issuer
+ * when due, validate what came back with the certificate model (an invalid result is never stored), store it,
+ * and record the attempt (failures, backoff, loop breaker). It returns the desired certificates it holds plus a
+ * status per certificate. Time and randomness are inputs; one certificate's failure never stops the others.
+ */
+import pLimit from "p-limit";
+import { checkBundle, loadBundle, nameSet, parseBundle, sameNameSet } from "../certificates/index.js";
+import type { Bundle } from "../certificates/types.js";
+import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
+import type { DesiredCertificate } from "../reconcile/model.js";
+import type { Issuer, RenewalWindow, SourceProblem } from "../sources/types.js";
+import {
+	type CertificateRecord,
+	type IssuedCertificate,
+	type RenewalState,
+	readCertificateRecord,
+	readRenewalState,
+	type StoredRecord,
+	storeIssued,
+	writeRenewalState,
+} from "../store/records.js";
+import type { StateStore } from "../store/types.js";
+import { decideRenewal, type RenewalDecision, type RenewalPolicyConfig, renewAt } from "./policy.js";
+import type { CertificateSpec, RenewalSettings } from "./schema.js";
+
+const DAY = 86_400_000;
+
+/** pino-compatible, so the daemon can pass its logger. */
+export interface RenewalLogger {
+	info(fields: object, message: string): void;
+	warn(fields: object, message: string): void;
+}
+
+export interface RenewalDeps {
+	store: StateStore;
+	/** Issuers by their config name. */
+	issuers: ReadonlyMap<string, Issuer>;
+	certificates: readonly CertificateSpec[];
+	settings?: Partial<RenewalSettings>;
+	log?: RenewalLogger;
+}
+
+export interface RenewalRun {
+	now: Date;
+	/** Uniform in [0, 1); used for the jitter drawn when a certificate is stored. */
+	random: () => number;
+	signal: AbortSignal;
+	/** Decide but never order or write (for `plan`): the status tells what a real run would do. */
+	dryRun?: boolean;
+}
+
+/** JSON-safe status of one managed certificate, for `status`, metrics and logs. */
+export interface CertificateStatus {
+	name: string;
+	issuer: string;
+	/** An order was placed in this run (successful or not). */
+	ordered: boolean;
+	/** Why it was placed, when it was. */
+	orderedBecause?: { reason: string; message: string };
+	serial?: string;
+	notAfter?: string;
+	/** When the policy will next order (the decision's time), ISO. */
+	nextRenewalAt: string;
+	decision: { action: RenewalDecision["action"]; reason: string; message: string };
+	failures: number;
+	breakerOpen: boolean;
+	lastError?: { code: string; message: string };
+}
+
+export interface RenewalReport {
+	certificates: DesiredCertificate[];
+	statuses: CertificateStatus[];
+	problems: SourceProblem[];
+}
+
+interface Outcome {
+	status: CertificateStatus;
+	desired?: DesiredCertificate;
+	problems: SourceProblem[];
+}
+
+export async function runRenewal(deps: RenewalDeps, run: RenewalRun): Promise<RenewalReport> {
+	const limit = pLimit(deps.settings?.concurrency ?? 4);
+	const outcomes = await Promise.all(deps.certificates.map((spec) => limit(() => renewOne(deps, spec, run))));
+	return {
+		certificates: outcomes.flatMap((o) => (o.desired ? [o.desired] : [])),
+		statuses: outcomes.map((o) => o.status),
+		problems: outcomes.flatMap((o) => o.problems),
+	};
+}
+
+async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
+	try {
+		return await renewOneUnsafe(deps, spec, run);
+	} catch (e) {
+		const error = isCertificateeError(e)
+			? e
+			: new CertificateeError("INTERNAL", `renewal of "${spec.name}": ${describeError(e)}`, { cause: e });
+		return {
+			status: {
+				name: spec.name,
+				issuer: spec.issuer,
+				ordered: false,
+				nextRenewalAt: run.now.toISOString(),
+				decision: { action: "wait", reason: "Error", message: error.message },
+				failures: 0,
+				breakerOpen: false,
+				lastError: { code: error.code, message: error.message },
+			},
+			problems: [{ subject: spec.name, error }],
+		};
+	}
+}
+
+async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
+	const issuer = deps.issuers.get(spec.issuer);
+	if (!issuer) {
+		throw new CertificateeError(
+			"CONFIG_INVALID",
+			`certificate "${spec.name}" names unknown issuer "${spec.issuer}"`,
+			{
+				context: { certificate: spec.name, field: "issuer" },
+				hint: `configure a source of type local-ca or acme named "${spec.issuer}"`,
+			},
+		);
+	}
+	const record = await readCertificateRecord(deps.store, spec.name);
+	const stateRecord = await readRenewalState(deps.store, spec.name);
+	let state: RenewalState = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
+	let stateVersion = stateRecord?.version ?? 0;
+	const problems: SourceProblem[] = [];
+	let current = currentBundle(record, spec, problems);
+	let window = current ? await ariWindow(issuer, current.bundle.certPem, run.signal, deps.log) : undefined;
+	const decide = () => decideRenewal(policyInput(spec, deps, state, current, window, run.now));
+	let decision = decide();
+	let ordered: RenewalDecision | undefined;
+	let bundle = current?.bundle;
+	if (decision.action === "renew-now" && !run.dryRun) {
+		ordered = decision;
+		// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
+		state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };
+		stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
+		const result = await order(deps, issuer, spec, record, run);
+		if (result.ok) {
+			bundle = result.bundle;
+			current = { bundle };
+			window = undefined;
+			const next = renewAt(result.bundle.leaf, result.jitter, policyConfig(spec, deps));
+			state = { ...state, jitter: result.jitter, renewAt: next.at.toISOString(), failures: 0 };
+			state = {
+				...state,
+				lastSuccessAt: run.now.toISOString(),
+				lastError: undefined,
+				lastFailureAt: undefined,
+			};
+			deps.log?.info({ certificate: spec.name, serial: result.bundle.leaf.serial }, "certificate issued");
+		} else {
+			state = { ...state, failures: state.failures + 1, lastFailureAt: run.now.toISOString() };
+			state = { ...state, lastError: { code: result.error.code, message: result.error.message } };
+			problems.push({ subject: spec.name, error: result.error });
+			deps.log?.warn(
+				{ certificate: spec.name, code: result.error.code, failures: state.failures },
+				result.error.message,
+			);
+		}
+		decision = decide();
+		state = { ...state, nextAttemptAt: decision.at.toISOString() };
+		await writeRenewalState(deps.store, spec.name, state, stateVersion);
+	}
+	if (decision.action === "breaker-open") {
+		deps.log?.warn(
+			{ certificate: spec.name, until: decision.at.toISOString() },
+			`loop breaker open: ${decision.message}`,
+		);
+	}
+	const desired = bundle && servable(bundle, spec, run.now, problems);
+	return {
+		status: status(spec, state, decision, ordered, bundle),
+		...(desired ? { desired } : {}),
+		problems,
+	};
+}
+
+function policyConfig(spec: CertificateSpec, deps: RenewalDeps): RenewalPolicyConfig {
+	return {
+		...(spec.renew_before !== undefined ? { renewBeforeMs: spec.renew_before } : {}),
+		...(spec.renew_fraction !== undefined ? { renewFraction: spec.renew_fraction } : {}),
+		maxOrdersPerDay: deps.settings?.max_orders_per_day ?? 5,
+	};
+}
+
+function policyInput(
+	spec: CertificateSpec,
+	deps: RenewalDeps,
+	state: RenewalState,
+	current: { bundle: Bundle; mismatch?: string } | undefined,
+	ari: RenewalWindow | undefined,
+	now: Date,
+) {
+	return {
+		now,
+		...(current ? { current: current.bundle.leaf } : {}),
+		...(current?.mismatch ? { mismatch: current.mismatch } : {}),
+		config: policyConfig(spec, deps),
+		jitter: state.jitter,
+		...(ari ? { ari } : {}),
+		failures: state.failures,
+		...(state.lastFailureAt ? { lastFailureAt: new Date(state.lastFailureAt) } : {}),
+		orders: state.orders.map((o) => new Date(o)),
+	};
+}
+
+function recentOrders(state: RenewalState, now: Date, add: boolean): string[] {
+	const kept = state.orders.filter((o) => Date.parse(o) > now.getTime() - DAY);
+	return add ? [...kept, now.toISOString()] : kept;
+}
+
+/** The newest stored certificate, parsed; a mismatch with the config (names, key type, issuer) is noted. */
+function currentBundle(
+	record: StoredRecord<CertificateRecord> | undefined,
+	spec: CertificateSpec,
+	problems: SourceProblem[],
+): { bundle: Bundle; mismatch?: string } | undefined {
+	const latest = record?.value.history[0];
+	if (!latest) return undefined;
+	let bundle: Bundle;
+	try {
+		bundle = parseBundle(
+			{ cert: latest.certPem, chain: latest.chainPem, key: latest.keyPem },
+			{ source: `state certificates/${spec.name}` },
+		);
+	} catch (e) {
+		if (isCertificateeError(e)) problems.push({ subject: spec.name, error: e });
+		return undefined;
+	}
+	const mismatch = !sameNameSet(latest.domains, spec.domains)
+		? `names changed: ${nameSet(latest.domains).join(", ")} -> ${nameSet(spec.domains).join(", ")}`
+		: latest.keyType !== spec.key_type
+			? `key type changed: ${latest.keyType} -> ${spec.key_type}`
+			: latest.issuer !== spec.issuer
+				? `issuer changed: ${latest.issuer} -> ${spec.issuer}`
+				: undefined;
+	return { bundle, ...(mismatch ? { mismatch } : {}) };
+}
+
+async function ariWindow(issuer: Issuer, certPem: string, signal: AbortSignal, log?: RenewalLogger) {
+	if (!issuer.renewalWindow) return undefined;
+	try {
+		return await issuer.renewalWindow(certPem, signal);
+	} catch (e) {
+		// ARI is advice: without it the configured window applies.
+		log?.warn({ issuer: issuer.name }, `renewal window unavailable: ${describeError(e)}`);
+		return undefined;
+	}
+}
+
+type OrderResult = { ok: true; bundle: Bundle; jitter: number } | { ok: false; error: CertificateeError };
+
+async function order(
+	deps: RenewalDeps,
+	issuer: Issuer,
+	spec: CertificateSpec,
+	record: StoredRecord<CertificateRecord> | undefined,
+	run: RenewalRun,
+): Promise<OrderResult> {
+	const source = `issuer ${issuer.name}: ${spec.name}`;
+	let issued: Awaited<ReturnType<Issuer["issue"]>>;
+	try {
+		issued = await issuer.issue(
+			{
+				certificate: spec.name,
+				domains: spec.domains,
+				keyType: spec.key_type,
+				...(spec.lifetime !== undefined ? { lifetimeMs: spec.lifetime } : {}),
+			},
+			run.signal,
+		);
+	} catch (e) {
+		const error = isCertificateeError(e)
+			? e
+			: new CertificateeError("ISSUE_FAILED", `${source}: ${describeError(e)}`, {
+					retryable: true,
+					cause: e,
+				});
+		return { ok: false, error };
+	}
+	const loaded = loadBundle(
+		{ cert: issued.certPem, chain: issued.chainPem, key: issued.keyPem },
+		{ source, now: run.now, requiredNames: spec.domains },
+	);
+	if (!loaded.ok) {
+		const first = loaded.problems[0];
+		const error = new CertificateeError(
+			"ISSUE_FAILED",
+			`${source}: the issued certificate is invalid: ${first?.message ?? "unknown problem"}`,
+			{ context: { certificate: spec.name }, retryable: true, cause: first },
+		);
+		return { ok: false, error };
+	}
+	const jitter = run.random();
+	await storeIssued(deps.store, spec.name, issuedRecord(loaded.bundle, spec, run.now), record);
+	return { ok: true, bundle: loaded.bundle, jitter };
+}
+
+function issuedRecord(bundle: Bundle, spec: CertificateSpec, now: Date): IssuedCertificate {
+	return {
+		certPem: bundle.certPem,
+		chainPem: bundle.chainPem,
+		keyPem: bundle.key.reveal(),
+		issuer: spec.issuer,
+		domains: spec.domains,
+		keyType: spec.key_type,
+		serial: bundle.leaf.serial,
+		notBefore: bundle.leaf.notBefore.toISOString(),
+		notAfter: bundle.leaf.notAfter.toISOString(),
+		issuedAt: now.toISOString(),
+	};
+}
+
+/** The stored certificate is desired while it is valid at `now`, even when its names no longer match. */
+function servable(
+	bundle: Bundle,
+	spec: CertificateSpec,
+	now: Date,
+	problems: SourceProblem[],
+): DesiredCertificate | undefined {
+	const errors = checkBundle(bundle, { source: `state certificates/${spec.name}`, now });
+	if (errors.length > 0) {
+		for (const error of errors) problems.push({ subject: spec.name, error });
+		return undefined;
+	}
+	return {
+		name: spec.name,
+		names: nameSet([...bundle.leaf.dnsNames, ...bundle.leaf.ipAddresses]),
+		bundle,
+		origin: `issuer ${spec.issuer}: ${spec.name} (serial ${bundle.leaf.serial})`,
+	};
+}
+
+function status(
+	spec: CertificateSpec,
+	state: RenewalState,
+	decision: RenewalDecision,
+	ordered: RenewalDecision | undefined,
+	bundle: Bundle | undefined,
+): CertificateStatus {
+	return {
+		name: spec.name,
+		issuer: spec.issuer,
+		ordered: ordered !== undefined,
+		...(ordered ? { orderedBecause: { reason: ordered.reason, message: ordered.message } } : {}),
+		...(bundle ? { serial: bundle.leaf.serial, notAfter: bundle.leaf.notAfter.toISOString() } : {}),
+		nextRenewalAt: decision.at.toISOString(),
+		decision: { action: decision.action, reason: decision.reason, message: decision.message },
+		failures: state.failures,
+		breakerOpen: decision.action === "breaker-open",
+		...(state.lastError ? { lastError: state.lastError } : {}),
+	};
+}

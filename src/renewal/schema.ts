@@ -1,0 +1,31 @@
+import { z } from "zod";
+import { duration } from "../config/duration.js";
+
+export const keyTypeSchema = z.enum(["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-4096"]);
+
+/** One entry of the config's `certificates` list: a certificate certificatee issues and renews itself. */
+export const certificateSpecSchema = z.strictObject({
+	/** Its name everywhere: state store key, target file name, reports. */
+	name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, '.', '_' and '-' only"),
+	/** DNS names and IP addresses it must cover; the first is the subject CN. */
+	domains: z.array(z.string().min(1)).min(1),
+	/** The `name` of a configured issuer source (local-ca or acme). */
+	issuer: z.string().min(1),
+	key_type: keyTypeSchema.default("ecdsa-p256"),
+	/** Renew this long before expiry; overrides renew_fraction. */
+	renew_before: duration.optional(),
+	/** Renew when less than this fraction of the lifetime is left (default 1/3). */
+	renew_fraction: z.number().gt(0).lt(1).optional(),
+	/** Requested lifetime, for issuers that choose it (local CA). */
+	lifetime: duration.optional(),
+});
+export type CertificateSpec = z.infer<typeof certificateSpecSchema>;
+
+/** The config's `renewal` block: settings shared by every managed certificate. */
+export const renewalSettingsSchema = z.strictObject({
+	/** How many orders may run at once. */
+	concurrency: z.number().int().min(1).default(4),
+	/** Loop breaker: at most this many orders per certificate in any 24 h. */
+	max_orders_per_day: z.number().int().min(1).default(5),
+});
+export type RenewalSettings = z.infer<typeof renewalSettingsSchema>;

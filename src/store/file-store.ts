@@ -1,0 +1,132 @@
+/**
+ * The state store on a local filesystem: one JSON file per key under `state_dir`, `{ "version": n, "value": ... }`,
+ * mode 0600 (values may hold private keys), directories 0700. Writes go through writeFileAtomic; the directory
+ * is locked to one process (lock.ts), so compare-and-swap only has to be serialised inside this process.
+ * watch() reports changes made through this store (the lock means no other process writes).
+ */
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { CertificateeError } from "../errors.js";
+import { isTempFile, removeTempFiles, writeFileAtomic } from "./atomic-file.js";
+import { acquireStateLock } from "./lock.js";
+import type { StateStore, Versioned } from "./types.js";
+
+const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const SUFFIX = ".json";
+
+export interface FileStore extends StateStore {
+	readonly dir: string;
+	/** Releases the lock; the store must not be used afterwards. */
+	close(): void;
+}
+
+function keyPath(dir: string, key: string): string {
+	const segments = key.split("/");
+	if (segments.length === 0 || !segments.every((s) => SEGMENT.test(s) && !s.endsWith(SUFFIX))) {
+		throw new CertificateeError("INTERNAL", `invalid state key "${key}"`, {
+			context: { operation: "state key" },
+		});
+	}
+	return `${join(dir, ...segments)}${SUFFIX}`;
+}
+
+async function readEntry(path: string, key: string): Promise<Versioned | undefined> {
+	let text: string;
+	try {
+		text = await readFile(path, "utf8");
+	} catch (e) {
+		if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+		throw new CertificateeError("STATE_CORRUPT", `cannot read state "${key}"`, {
+			context: { file: path },
+			cause: e,
+		});
+	}
+	try {
+		const parsed = JSON.parse(text) as { version?: unknown; value?: unknown };
+		if (typeof parsed.version !== "number" || !("value" in parsed))
+			throw new Error("missing version or value");
+		return { version: parsed.version, value: parsed.value };
+	} catch (e) {
+		throw new CertificateeError("STATE_CORRUPT", `state file for "${key}" is not valid JSON`, {
+			context: { file: path },
+			hint: "restore it from a backup or delete it (certificatee then re-issues)",
+			cause: e,
+		});
+	}
+}
+
+async function listFiles(dir: string, prefix: string): Promise<string[]> {
+	let entries: import("node:fs").Dirent[];
+	try {
+		entries = await readdir(dir, { withFileTypes: true });
+	} catch {
+		return [];
+	}
+	const keys: string[] = [];
+	for (const entry of entries) {
+		if (entry.name.startsWith(".") || isTempFile(entry.name)) continue;
+		if (entry.isDirectory())
+			keys.push(...(await listFiles(join(dir, entry.name), `${prefix}${entry.name}/`)));
+		else if (entry.name.endsWith(SUFFIX)) keys.push(`${prefix}${entry.name.slice(0, -SUFFIX.length)}`);
+	}
+	return keys;
+}
+
+/** Locks `stateDir` (STATE_LOCKED if another process holds it), removes leftovers of crashed writes, and opens it. */
+export async function openFileStore(stateDir: string): Promise<FileStore> {
+	const lock = acquireStateLock(stateDir);
+	await removeTempFiles(stateDir);
+	const watchers = new Set<{ prefix: string; onChange: (key: string) => void }>();
+	const queues = new Map<string, Promise<unknown>>();
+
+	function serialised<T>(key: string, work: () => Promise<T>): Promise<T> {
+		const previous = queues.get(key) ?? Promise.resolve();
+		const next = previous.then(work, work);
+		const settled = next.then(
+			() => undefined,
+			() => undefined,
+		);
+		queues.set(key, settled);
+		void settled.then(() => {
+			if (queues.get(key) === settled) queues.delete(key);
+		});
+		return next;
+	}
+
+	return {
+		dir: stateDir,
+		get: async (key) => readEntry(keyPath(stateDir, key), key),
+		async put(key, value, expectedVersion) {
+			const path = keyPath(stateDir, key);
+			return serialised(key, async () => {
+				const current = (await readEntry(path, key))?.version ?? 0;
+				if (current !== expectedVersion) {
+					throw new CertificateeError(
+						"STATE_CONFLICT",
+						`state "${key}" is at version ${current}, expected ${expectedVersion}`,
+						{ context: { file: path }, hint: "read it again and retry", retryable: true },
+					);
+				}
+				const version = current + 1;
+				await writeFileAtomic(path, `${JSON.stringify({ version, value }, null, 2)}\n`);
+				for (const w of watchers) if (key.startsWith(w.prefix)) w.onChange(key);
+				return version;
+			});
+		},
+		async list(prefix) {
+			const base = prefix.replace(/\/?[^/]*$/, "");
+			const start = base === "" ? stateDir : join(stateDir, ...base.split("/"));
+			const keys = await listFiles(start, base === "" ? "" : `${base}/`);
+			return keys.filter((k) => k.startsWith(prefix)).sort();
+		},
+		watch(prefix, onChange) {
+			const w = { prefix, onChange };
+			watchers.add(w);
+			return () => watchers.delete(w);
+		},
+		close() {
+			watchers.clear();
+			lock.release();
+		},
+	};
+}

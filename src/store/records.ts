@@ -1,0 +1,112 @@
+/**
+ * What certificatee keeps in the state store, as typed records over the narrow StateStore:
+ *   certificates/<name>          issued certificates, newest first, the last 3 kept for rollback
+ *   renewal/<name>               renewal state: jitter, renewAt, attempts, failures, orders (loop breaker)
+ *   acme/<issuer>/account        ACME account key and URL
+ * Every record is validated when read; a record that does not parse is STATE_CORRUPT, never guessed at.
+ */
+import { z } from "zod";
+import { CertificateeError } from "../errors.js";
+import type { StateStore } from "./types.js";
+
+export const HISTORY_LIMIT = 3;
+
+const isoDate = z.iso.datetime();
+
+export const issuedCertificateSchema = z.object({
+	certPem: z.string(),
+	chainPem: z.string(),
+	keyPem: z.string(),
+	issuer: z.string(),
+	domains: z.array(z.string()),
+	keyType: z.string(),
+	serial: z.string(),
+	notBefore: isoDate,
+	notAfter: isoDate,
+	issuedAt: isoDate,
+});
+export type IssuedCertificate = z.infer<typeof issuedCertificateSchema>;
+
+export const certificateRecordSchema = z.object({ history: z.array(issuedCertificateSchema) });
+export type CertificateRecord = z.infer<typeof certificateRecordSchema>;
+
+export const renewalStateSchema = z.object({
+	/** In [0, 1): drawn once when a certificate is stored, then only read. */
+	jitter: z.number().min(0).max(1),
+	renewAt: isoDate.optional(),
+	lastAttemptAt: isoDate.optional(),
+	lastSuccessAt: isoDate.optional(),
+	failures: z.number().int().min(0),
+	lastFailureAt: isoDate.optional(),
+	lastError: z.object({ code: z.string(), message: z.string() }).optional(),
+	nextAttemptAt: isoDate.optional(),
+	/** Start times of orders in the last 24 h (loop breaker). */
+	orders: z.array(isoDate),
+});
+export type RenewalState = z.infer<typeof renewalStateSchema>;
+
+export const acmeAccountSchema = z.object({
+	keyPem: z.string(),
+	url: z.string().optional(),
+	email: z.string().optional(),
+	directoryUrl: z.string(),
+});
+export type AcmeAccount = z.infer<typeof acmeAccountSchema>;
+
+export interface StoredRecord<T> {
+	value: T;
+	/** Pass back to the matching write as the expected version. 0 when the record does not exist. */
+	version: number;
+}
+
+async function readRecord<T>(
+	store: StateStore,
+	key: string,
+	schema: z.ZodType<T>,
+): Promise<StoredRecord<T> | undefined> {
+	const entry = await store.get(key);
+	if (!entry) return undefined;
+	const parsed = schema.safeParse(entry.value);
+	if (!parsed.success) {
+		throw new CertificateeError("STATE_CORRUPT", `state "${key}" does not have the expected shape`, {
+			context: { operation: "read state" },
+			hint: `${z.prettifyError(parsed.error).split("\n")[0] ?? ""}; delete the record to start over`,
+		});
+	}
+	return { value: parsed.data, version: entry.version };
+}
+
+export const certificateKey = (name: string) => `certificates/${name}`;
+export const renewalKey = (name: string) => `renewal/${name}`;
+export const acmeAccountKey = (issuer: string) => `acme/${issuer}/account`;
+
+export function readCertificateRecord(store: StateStore, name: string) {
+	return readRecord(store, certificateKey(name), certificateRecordSchema);
+}
+
+/** Puts `issued` first in the history, keeping the last HISTORY_LIMIT. Returns the new version. */
+export function storeIssued(
+	store: StateStore,
+	name: string,
+	issued: IssuedCertificate,
+	previous: StoredRecord<CertificateRecord> | undefined,
+): Promise<number> {
+	const history = [issued, ...(previous?.value.history ?? [])].slice(0, HISTORY_LIMIT);
+	return store.put(certificateKey(name), { history }, previous?.version ?? 0);
+}
+
+export function readRenewalState(store: StateStore, name: string) {
+	return readRecord(store, renewalKey(name), renewalStateSchema);
+}
+
+export function writeRenewalState(store: StateStore, name: string, state: RenewalState, version: number) {
+	return store.put(renewalKey(name), renewalStateSchema.parse(state), version);
+}
+
+export function readAcmeAccount(store: StateStore, issuer: string) {
+	return readRecord(store, acmeAccountKey(issuer), acmeAccountSchema);
+}
+
+export function writeAcmeAccount(store: StateStore, issuer: string, account: AcmeAccount, version: number) {
+	return store.put(acmeAccountKey(issuer), acmeAccountSchema.parse(account), version);
+}

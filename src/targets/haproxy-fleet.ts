@@ -1,0 +1,112 @@
+/**
+ * A target made of HAProxy endpoints (the Data Plane API fleet, or one runtime-socket node): runs the
+ * three phases on every endpoint with bounded concurrency; one endpoint's failure never stops the others.
+ */
+import pLimit from "p-limit";
+import type { DuplicatePolicy } from "../reconcile/classify.js";
+import type { CycleMode, TargetRunner } from "../reconcile/cycle.js";
+import { selectCertificates } from "../reconcile/cycle.js";
+import { processEndpoint } from "../reconcile/endpoint.js";
+import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
+import type { EndpointReport, TargetReport } from "../reconcile/report.js";
+import { canonicalRef } from "./naming.js";
+
+export interface FleetOptions {
+	name: string;
+	kind: string;
+	endpoints: readonly EndpointDriver[];
+	policy: DuplicatePolicy;
+	/** The directory HAProxy loads storage files from, as HAProxy names them. */
+	storageDir: string;
+	/** Where new certificates are made live at runtime (a crt-list, or the crt directory). */
+	newCertificateCrtList?: string;
+	certificates?: readonly string[];
+	/** Endpoints processed at once (default 16). */
+	concurrency?: number;
+	now: () => Date;
+}
+
+/** Cycles an endpoint sits out after n consecutive failures: 0, 1, 2, 4, 8, then 8 (never forever). */
+export function cyclesToSkip(consecutiveFailures: number): number {
+	return consecutiveFailures <= 1 ? 0 : Math.min(8, 2 ** (consecutiveFailures - 2));
+}
+
+export function createFleetRunner(options: FleetOptions): TargetRunner {
+	// An endpoint that keeps failing backs off (skips cycles) without slowing the others.
+	const failures = new Map<string, { consecutive: number; skipLeft: number }>();
+	const processOne = async (
+		driver: EndpointDriver,
+		job: Omit<Parameters<typeof processEndpoint>[0], "driver">,
+	): Promise<EndpointReport> => {
+		const state = failures.get(driver.name) ?? { consecutive: 0, skipLeft: 0 };
+		if (state.skipLeft > 0) {
+			state.skipLeft -= 1;
+			return skippedReport(options.name, driver.name, state.consecutive, state.skipLeft);
+		}
+		const report = await processEndpoint({ ...job, driver });
+		if (report.ok) failures.delete(driver.name);
+		else {
+			const consecutive = state.consecutive + 1;
+			failures.set(driver.name, { consecutive, skipLeft: cyclesToSkip(consecutive) });
+		}
+		return report;
+	};
+	return {
+		name: options.name,
+		kind: options.kind,
+		async run(
+			all: readonly DesiredCertificate[],
+			mode: CycleMode,
+			signal: AbortSignal,
+		): Promise<TargetReport> {
+			const desired = selectCertificates(all, options.certificates).map((certificate) => ({
+				ref: canonicalRef(certificate.name),
+				certificate,
+			}));
+			const limit = pLimit(options.concurrency ?? 16);
+			const endpoints = await Promise.all(
+				options.endpoints.map((driver) =>
+					limit(() =>
+						processOne(driver, {
+							target: options.name,
+							desired,
+							policy: options.policy,
+							storageDir: options.storageDir,
+							...(options.newCertificateCrtList
+								? { newCertificateCrtList: options.newCertificateCrtList }
+								: {}),
+							mode,
+							signal,
+							now: options.now,
+						}),
+					),
+				),
+			);
+			return { target: options.name, kind: options.kind, endpoints };
+		},
+	};
+}
+
+function skippedReport(
+	target: string,
+	endpoint: string,
+	consecutive: number,
+	skipLeft: number,
+): EndpointReport {
+	return {
+		target,
+		endpoint,
+		ok: false,
+		error: {
+			code: "ENDPOINT_UNAVAILABLE",
+			message: `${endpoint}: skipped after ${consecutive} failed cycles in a row; tried again in ${skipLeft + 1} cycle(s)`,
+			hint: "see the earlier errors for this endpoint",
+		},
+		verdicts: [],
+		steps: [],
+		notes: [],
+		served: [],
+		refs: [],
+		durationMs: 0,
+	};
+}

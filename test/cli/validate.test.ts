@@ -1,0 +1,69 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+const cli = join(import.meta.dirname, "../../dist/cli/main.js");
+const dir = mkdtempSync(join(tmpdir(), "certificatee-cli-"));
+
+async function certificatee(args: string[], env: Record<string, string> = {}) {
+	try {
+		const r = await run(process.execPath, [cli, ...args], { env: { ...process.env, ...env }, cwd: dir });
+		return { code: 0, stdout: r.stdout, stderr: r.stderr };
+	} catch (e) {
+		const err = e as { code: number; stdout: string; stderr: string };
+		return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+	}
+}
+
+describe("cli/validate (the built CLI as a child process)", () => {
+	it("exits 0 on a valid configuration", async () => {
+		const f = join(dir, "good.yaml");
+		writeFileSync(f, "sources:\n  - { name: local, type: local-ca }\n");
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(0);
+		expect(r.stdout).toContain("valid");
+	});
+
+	it("exits 1 and lists all three mistakes with their paths", async () => {
+		const f = join(dir, "bad.yaml");
+		writeFileSync(
+			f,
+			"interval: forever\nsources:\n  - { name: s, type: directory, path: /x, recursive: true }\ncertificates:\n  - { name: c, domains: [a.test], issuer: nobody }\n",
+		);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("3 problems");
+		expect(r.stdout).toContain("interval:");
+		expect(r.stdout).toContain("sources[0].recursive: unknown key");
+		expect(r.stdout).toContain("certificates[0].issuer:");
+	});
+
+	it("reads CERTIFICATEE_CONFIG and prints JSON with --json", async () => {
+		const f = join(dir, "env.yaml");
+		writeFileSync(f, "listen: bad\n");
+		const r = await certificatee(["--json", "validate"], { CERTIFICATEE_CONFIG: f });
+		expect(r.code).toBe(1);
+		const report = JSON.parse(r.stdout) as { ok: boolean; problems: Array<{ path: string }> };
+		expect(report.ok).toBe(false);
+		expect(report.problems.map((p) => p.path)).toEqual(["listen"]);
+	});
+
+	it("says clearly when the configuration file is missing", async () => {
+		const r = await certificatee(["validate", "--config", join(dir, "nope.yaml")]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("nope.yaml");
+		expect(r.stdout).toContain("ENOENT");
+	});
+
+	it("prints the version and help", async () => {
+		const v = await certificatee(["version"]);
+		expect(v.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+		const h = await certificatee(["--help"]);
+		expect(h.code).toBe(0);
+		for (const c of ["validate", "plan", "sync", "status", "run"]) expect(h.stdout).toContain(c);
+	});
+});

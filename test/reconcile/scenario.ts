@@ -1,0 +1,54 @@
+/** Builders for reconciler scenarios: desired certificates and observed refs as plain data. */
+import { parseBundle } from "../../src/certificates/index.js";
+import type { DuplicatePolicy } from "../../src/reconcile/classify.js";
+import type { DesiredCertificate, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
+import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
+
+let ca: TestIssuer | undefined;
+
+export async function desiredCert(name: string, names: string[]): Promise<DesiredCertificate> {
+	ca ??= await createTestCa("scenario CA");
+	const leaf = await issueTestLeaf(ca, { names });
+	return {
+		name,
+		names,
+		bundle: parseBundle({ combined: leaf.combinedPem }, { source: name }),
+		origin: "test",
+	};
+}
+
+export function metaOf(d: DesiredCertificate, extra: Partial<RefMeta> = {}): RefMeta {
+	return {
+		serial: d.bundle.leaf.serial,
+		sha1: d.bundle.leaf.sha1,
+		names: [...d.bundle.leaf.dnsNames].sort(),
+		notAfter: d.bundle.leaf.notAfter,
+		status: "Used",
+		...extra,
+	};
+}
+
+export function oldMeta(names: string[], serial = "0BAD"): RefMeta {
+	return {
+		serial,
+		sha1: "00".repeat(20),
+		names: [...names].sort(),
+		notAfter: new Date(Date.now() + 86_400_000),
+		status: "Used",
+	};
+}
+
+export function ref(
+	name: string,
+	sides: { storage?: RefMeta; runtime?: RefMeta; crtLists?: string[] },
+): ObservedRef {
+	return {
+		ref: name,
+		runtimeName: `/etc/haproxy/ssl/${name}`,
+		...(sides.storage ? { storage: sides.storage } : {}),
+		...(sides.runtime ? { runtime: sides.runtime } : {}),
+		crtLists: sides.crtLists ?? (sides.runtime ? ["/etc/haproxy/ssl"] : []),
+	};
+}
+
+export const removePolicy: DuplicatePolicy = { legacyDuplicates: "remove", allowNameRemoval: false };

@@ -1,0 +1,201 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type RenewalDeps, type RenewalReport, runRenewal } from "../../src/renewal/manager.js";
+import { certificateSpecSchema } from "../../src/renewal/schema.js";
+import { createLocalCaIssuer, localCaSourceSchema } from "../../src/sources/local-ca/index.js";
+import type { Issuer } from "../../src/sources/types.js";
+import { type FileStore, openFileStore } from "../../src/store/file-store.js";
+import { readCertificateRecord, readRenewalState } from "../../src/store/records.js";
+
+const run = promisify(execFile);
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const signal = new AbortController().signal;
+
+let dir: string;
+let store: FileStore;
+/** The one clock of the scenario: the manager and the local CA both read it. */
+let now: Date;
+const t0 = new Date("2026-03-01T12:00:00Z");
+const at = (ms: number) => new Date(t0.getTime() + ms);
+
+beforeEach(async () => {
+	dir = await mkdtemp(join(tmpdir(), "certificatee-renewal-"));
+	store = await openFileStore(join(dir, "state"));
+	now = t0;
+});
+afterEach(async () => {
+	store.close();
+	await rm(dir, { recursive: true, force: true });
+});
+
+function localCa(stateDir: string): Issuer & { exportRoot(): Promise<string> } {
+	return createLocalCaIssuer(localCaSourceSchema.parse({ name: "local", type: "local-ca" }), {
+		stateDir,
+		clock: () => now,
+	});
+}
+
+const web = certificateSpecSchema.parse({
+	name: "web",
+	domains: ["web.test", "www.web.test"],
+	issuer: "local",
+	lifetime: "1d",
+});
+const api = certificateSpecSchema.parse({
+	name: "api",
+	domains: ["api.test"],
+	issuer: "local",
+	lifetime: "1d",
+});
+
+function deps(issuer: Issuer, certificates = [web]): RenewalDeps {
+	return { store, issuers: new Map([["local", issuer]]), certificates };
+}
+
+async function cycle(d: RenewalDeps, when: Date): Promise<RenewalReport> {
+	now = when;
+	let draws = 0;
+	return runRenewal(d, { now: when, random: () => [0.5, 0.25, 0.75][draws++ % 3] ?? 0.5, signal });
+}
+
+const statusOf = (r: RenewalReport, name = "web") => r.statuses.find((s) => s.name === name)!;
+const serialOf = (r: RenewalReport, name = "web") =>
+	r.certificates.find((c) => c.name === name)?.bundle.leaf.serial;
+
+describe("renewal/manager", () => {
+	it("issues once, orders nothing while not due, renews when due; the chain verifies with openssl", async () => {
+		const ca = localCa(join(dir, "state"));
+		const first = await cycle(deps(ca, [web, api]), t0);
+		expect(first.statuses.map((s) => [s.name, s.ordered, s.decision.reason])).toEqual([
+			["web", true, "Scheduled"],
+			["api", true, "Scheduled"],
+		]);
+		expect(first.problems).toEqual([]);
+		expect(statusOf(first).orderedBecause?.reason).toBe("NotIssued");
+		expect(first.certificates.map((c) => c.names)).toEqual([["web.test", "www.web.test"], ["api.test"]]);
+		// 1-day lifetime: window opens 16 h in; the stored jitter (0.5 or 0.25) moves it by up to 8h/3.
+		const next = Date.parse(statusOf(first).nextRenewalAt);
+		expect(next).toBeGreaterThanOrEqual(at(16 * HOUR).getTime());
+		expect(next).toBeLessThan(at(16 * HOUR + (8 * HOUR) / 3).getTime());
+		const stored = await readRenewalState(store, "web");
+		expect(stored?.value.renewAt).toBe(statusOf(first).nextRenewalAt);
+
+		const second = await cycle(deps(ca, [web, api]), at(MIN));
+		expect(second.statuses.map((s) => s.ordered)).toEqual([false, false]);
+		expect(serialOf(second)).toBe(serialOf(first));
+		expect(statusOf(second).decision.reason).toBe("Scheduled");
+
+		const third = await cycle(deps(ca, [web, api]), at(19 * HOUR));
+		expect(third.statuses.map((s) => s.orderedBecause?.reason)).toEqual(["Due", "Due"]);
+		expect(serialOf(third)).not.toBe(serialOf(first));
+		const record = await readCertificateRecord(store, "web");
+		expect(record?.value.history.map((h) => h.serial)).toEqual([serialOf(third), serialOf(first)]);
+
+		const cert = third.certificates[0]!.bundle;
+		await writeFile(join(dir, "root.pem"), await ca.exportRoot());
+		await writeFile(join(dir, "leaf.pem"), cert.certPem);
+		const { stdout } = await run("openssl", [
+			"verify",
+			"-attime",
+			String(Math.floor(now.getTime() / 1000)),
+			"-CAfile",
+			join(dir, "root.pem"),
+			join(dir, "leaf.pem"),
+		]);
+		expect(stdout).toContain(": OK");
+	});
+
+	it("backs off after failures, opens the breaker at its limit, and keeps the current certificate desired", async () => {
+		const good = localCa(join(dir, "state"));
+		await cycle(deps(good), t0);
+		const renewed = await cycle(deps(good), at(19 * HOUR));
+		const servedSerial = serialOf(renewed);
+		expect(statusOf(renewed).ordered).toBe(true);
+
+		// The same issuer, now unable to reach its CA directory (a file stands where the directory should be).
+		await writeFile(join(dir, "blocked"), "not a directory");
+		const broken = localCa(join(dir, "blocked", "state"));
+		const t1 = at(19 * HOUR + 19 * HOUR); // renewal due again
+		const backoffs: number[] = [];
+		let when = t1;
+		let report = await cycle(deps(broken), when);
+		for (let i = 0; i < 3; i++) {
+			const s = statusOf(report);
+			expect(s.ordered).toBe(true);
+			expect(s.failures).toBe(i + 1);
+			expect(s.lastError?.code).toBe("ISSUE_FAILED");
+			expect(serialOf(report)).toBe(servedSerial);
+			expect(report.problems.map((p) => p.error.code)).toEqual(["ISSUE_FAILED"]);
+			backoffs.push(Date.parse(s.nextRenewalAt) - when.getTime());
+			// Halfway through the backoff nothing is ordered.
+			const waiting = await cycle(deps(broken), new Date(when.getTime() + backoffs[i]! / 2));
+			expect(statusOf(waiting)).toMatchObject({ ordered: false, failures: i + 1 });
+			expect(statusOf(waiting).decision.reason).toBe("Backoff");
+			when = new Date(Date.parse(s.nextRenewalAt));
+			report = await cycle(deps(broken), when);
+		}
+		expect(backoffs).toEqual([MIN, 2 * MIN, 4 * MIN]);
+		// Orders in 24 h: the renewal at 19 h plus four failures = 5 = the default limit.
+		const last = statusOf(report);
+		expect(last).toMatchObject({ ordered: true, failures: 4, breakerOpen: true });
+		expect(last.decision.reason).toBe("BreakerOpen");
+		expect(serialOf(report)).toBe(servedSerial);
+
+		const later = await cycle(deps(broken), new Date(when.getTime() + 30 * MIN));
+		expect(statusOf(later)).toMatchObject({ ordered: false, failures: 4, breakerOpen: true });
+		expect(serialOf(later)).toBe(servedSerial);
+		const state = await readRenewalState(store, "web");
+		expect(state?.value.orders).toHaveLength(5);
+	});
+
+	it("runs at most `concurrency` orders at once", async () => {
+		const ca = localCa(join(dir, "state"));
+		let inFlight = 0;
+		let peak = 0;
+		// The real local CA, slowed down so orders overlap.
+		const slow: Issuer = {
+			name: "local",
+			async issue(request, s) {
+				inFlight += 1;
+				peak = Math.max(peak, inFlight);
+				try {
+					await new Promise((r) => setTimeout(r, 40));
+					return await ca.issue(request, s);
+				} finally {
+					inFlight -= 1;
+				}
+			},
+		};
+		const specs = [1, 2, 3, 4, 5, 6].map((i) =>
+			certificateSpecSchema.parse({ name: `c${i}`, domains: [`c${i}.test`], issuer: "local" }),
+		);
+		const report = await cycle({ ...deps(slow, specs), settings: { concurrency: 2 } }, t0);
+		expect(report.certificates).toHaveLength(6);
+		expect(peak).toBe(2);
+	});
+
+	it("reports an unknown issuer for its certificate without stopping the others", async () => {
+		const ca = localCa(join(dir, "state"));
+		const lost = certificateSpecSchema.parse({ name: "lost", domains: ["l.test"], issuer: "nowhere" });
+		const report = await cycle(deps(ca, [lost, web]), t0);
+		expect(report.certificates.map((c) => c.name)).toEqual(["web"]);
+		expect(statusOf(report, "lost").lastError?.code).toBe("CONFIG_INVALID");
+	});
+
+	it("orders at once when the configured names change, serving the old certificate meanwhile", async () => {
+		const ca = localCa(join(dir, "state"));
+		const first = await cycle(deps(ca), t0);
+		const wider = { ...web, domains: [...web.domains, "new.web.test"] };
+		const report = await cycle(deps(ca, [wider]), at(MIN));
+		expect(statusOf(report)).toMatchObject({ ordered: true });
+		expect(statusOf(report).orderedBecause?.reason).toBe("Mismatch");
+		expect(statusOf(report).orderedBecause?.message).toMatch(/names changed/);
+		expect(report.certificates[0]?.names).toContain("new.web.test");
+		expect(serialOf(report)).not.toBe(serialOf(first));
+	});
+});

@@ -1,0 +1,176 @@
+import { describe, expect, it } from "vitest";
+import { backoffMs, decideRenewal, type RenewalPolicyInput, renewAt } from "../../src/renewal/policy.js";
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const DAY = 24 * HOUR;
+const t0 = new Date("2026-01-01T00:00:00Z");
+const at = (ms: number) => new Date(t0.getTime() + ms);
+/** A 90-day certificate issued at t0: the default window opens at day 60. */
+const cert90 = { notBefore: t0, notAfter: at(90 * DAY) };
+
+const base: RenewalPolicyInput = { now: at(DAY), current: cert90, jitter: 0, failures: 0, orders: [] };
+
+interface Row {
+	says: string;
+	input: Partial<RenewalPolicyInput>;
+	action: "renew-now" | "wait" | "breaker-open";
+	reason: string;
+	at?: Date;
+}
+
+const rows: Row[] = [
+	{
+		says: "orders at once when nothing was issued",
+		input: { current: undefined },
+		action: "renew-now",
+		reason: "NotIssued",
+	},
+	{
+		says: "orders at once when the config no longer matches",
+		input: { mismatch: "names changed" },
+		action: "renew-now",
+		reason: "Mismatch",
+	},
+	{
+		says: "waits until 1/3 of the lifetime is left",
+		input: { now: at(30 * DAY) },
+		action: "wait",
+		reason: "Scheduled",
+		at: at(60 * DAY),
+	},
+	{ says: "renews once the window opens", input: { now: at(60 * DAY) }, action: "renew-now", reason: "Due" },
+	{
+		says: "jitter moves renewAt into the first third of the window",
+		input: { now: at(60 * DAY), jitter: 0.5 },
+		action: "wait",
+		reason: "Scheduled",
+		at: at(60 * DAY + 0.5 * 30 * DAY * (1 / 3)),
+	},
+	{
+		says: "honours a configured fraction",
+		input: { now: at(40 * DAY), config: { renewFraction: 0.5 } },
+		action: "wait",
+		reason: "Scheduled",
+		at: at(45 * DAY),
+	},
+	{
+		says: "renew_before overrides the fraction",
+		input: { now: at(70 * DAY), config: { renewBeforeMs: 10 * DAY } },
+		action: "wait",
+		reason: "Scheduled",
+		at: at(80 * DAY),
+	},
+	{
+		says: "an ARI window replaces the configured one",
+		input: { now: at(10 * DAY), ari: { start: at(20 * DAY), end: at(22 * DAY) }, jitter: 0.5 },
+		action: "wait",
+		reason: "AriWindow",
+		at: at(21 * DAY),
+	},
+	{
+		says: "renews inside an open ARI window",
+		input: { now: at(21 * DAY), ari: { start: at(20 * DAY), end: at(22 * DAY) }, jitter: 0.25 },
+		action: "renew-now",
+		reason: "Due",
+	},
+	{
+		says: "backs off 1 min after the first failure",
+		input: { now: at(61 * DAY), failures: 1, lastFailureAt: at(61 * DAY - 30_000) },
+		action: "wait",
+		reason: "Backoff",
+		at: at(61 * DAY + 30_000),
+	},
+	{
+		says: "retries once the backoff has passed",
+		input: { now: at(61 * DAY), failures: 3, lastFailureAt: at(61 * DAY - 4 * MIN) },
+		action: "renew-now",
+		reason: "Due",
+	},
+	{
+		says: "backoff is capped at 6 h",
+		input: { now: at(61 * DAY), failures: 20, lastFailureAt: at(61 * DAY) },
+		action: "wait",
+		reason: "Backoff",
+		at: at(61 * DAY + 6 * HOUR),
+	},
+	{
+		says: "the emergency floor (1/20 left) ignores backoff",
+		input: { now: at(86 * DAY), failures: 8, lastFailureAt: at(86 * DAY) },
+		action: "renew-now",
+		reason: "Emergency",
+	},
+	{
+		says: "an expired certificate is an emergency",
+		input: { now: at(91 * DAY) },
+		action: "renew-now",
+		reason: "Emergency",
+	},
+	{
+		says: "the breaker opens after 5 orders in 24 h, until the oldest ages out",
+		input: { now: at(61 * DAY), orders: [1, 2, 3, 4, 5].map((h) => at(60 * DAY + h * HOUR)) },
+		action: "breaker-open",
+		reason: "BreakerOpen",
+		at: at(61 * DAY + HOUR),
+	},
+	{
+		says: "the breaker holds even in an emergency",
+		input: { now: at(89 * DAY), orders: [1, 2, 3, 4, 5].map((h) => at(88 * DAY + h * HOUR)) },
+		action: "breaker-open",
+		reason: "BreakerOpen",
+	},
+	{
+		says: "orders older than 24 h do not count",
+		input: { now: at(62 * DAY), orders: [1, 2, 3, 4, 5].map((h) => at(60 * DAY + h * HOUR)) },
+		action: "renew-now",
+		reason: "Due",
+	},
+	{
+		says: "a configured breaker limit applies",
+		input: {
+			now: at(61 * DAY),
+			config: { maxOrdersPerDay: 2 },
+			orders: [at(61 * DAY - HOUR), at(61 * DAY - MIN)],
+		},
+		action: "breaker-open",
+		reason: "BreakerOpen",
+		at: at(62 * DAY - HOUR),
+	},
+	{
+		says: "a not-yet-due certificate waits even with the breaker open",
+		input: { now: at(10 * DAY), orders: [1, 2, 3, 4, 5].map((h) => at(10 * DAY - h * MIN)) },
+		action: "wait",
+		reason: "Scheduled",
+	},
+];
+
+describe("renewal/policy", () => {
+	it.each(rows)("$says", (row) => {
+		const decision = decideRenewal({ ...base, ...row.input });
+		expect(decision.action).toBe(row.action);
+		expect(decision.reason).toBe(row.reason);
+		if (row.at) expect(decision.at.toISOString()).toBe(row.at.toISOString());
+		expect(decision.message.length).toBeGreaterThan(0);
+	});
+
+	it("backoff doubles from 1 min to 6 h", () => {
+		expect([0, 1, 2, 3, 4, 9, 10, 50].map(backoffMs)).toEqual([
+			0,
+			MIN,
+			2 * MIN,
+			4 * MIN,
+			8 * MIN,
+			256 * MIN,
+			6 * HOUR,
+			6 * HOUR,
+		]);
+	});
+
+	it("renewAt always lies inside the renewal window", () => {
+		for (const jitter of [0, 0.1, 0.5, 0.999, 1, -1]) {
+			const r = renewAt(cert90, jitter).at.getTime();
+			expect(r).toBeGreaterThanOrEqual(at(60 * DAY).getTime());
+			expect(r).toBeLessThan(at(90 * DAY).getTime());
+		}
+	});
+});

@@ -1,0 +1,139 @@
+import { mkdtemp, rm, unlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createDirectorySource, directorySourceSchema } from "../../../src/sources/directory/index.js";
+import type { SourceResult } from "../../../src/sources/types.js";
+import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
+
+const DAY = 86_400_000;
+const signal = new AbortController().signal;
+const inDays = (d: number) => new Date(Date.now() + d * DAY);
+
+let ca: TestIssuer;
+let intermediate: TestIssuer;
+let dir: string;
+beforeAll(async () => {
+	ca = await createTestCa();
+	intermediate = await createTestCa("certificatee test intermediate", { issuer: ca });
+});
+beforeEach(async () => {
+	dir = await mkdtemp(join(tmpdir(), "certificatee-dirsource-"));
+});
+afterEach(async () => {
+	await rm(dir, { recursive: true, force: true });
+});
+
+const put = (file: string, text: string) => writeFile(join(dir, file), text);
+const source = (debounce = "500ms") =>
+	createDirectorySource(
+		directorySourceSchema.parse({ name: "certs", type: "directory", path: dir, debounce }),
+	);
+const report = (r: SourceResult) =>
+	r.problems.map((p) => `${p.subject.replace(`${dir}/`, "")}: ${p.error.code}`).sort();
+const served = (r: SourceResult) => r.certificates.map((c) => `${c.name} ${c.bundle.leaf.serial}`);
+
+describe("sources/directory", () => {
+	it("serves exactly the good, newest files and names each skipped file with its reason", async () => {
+		const a = await issueTestLeaf(ca, { names: ["a.test", "www.a.test"], notAfter: inDays(30) });
+		const aOld = await issueTestLeaf(ca, { names: ["www.a.test", "a.test"], notAfter: inDays(10) });
+		const b = await issueTestLeaf(ca, { names: ["b.test"], intermediates: [intermediate] });
+		const other = await issueTestLeaf(ca, { names: ["m.test"] });
+		const expired = await issueTestLeaf(ca, {
+			names: ["e.test"],
+			notBefore: inDays(-20),
+			notAfter: inDays(-1),
+		});
+		await put("a.pem", a.combinedPem);
+		await put("a-old.pem", aOld.combinedPem);
+		await put("b.crt", b.certPem);
+		await put("b.key", b.keyPem);
+		await put("b.chain.pem", b.chainPem);
+		await put("mismatch.pem", `${a.certPem}${other.keyPem}`);
+		await put("expired.pem", expired.combinedPem);
+		await put("truncated.pem", a.combinedPem.slice(0, 300));
+		await put("junk.pem", "not a certificate\n");
+		await put("lonely.crt", other.certPem);
+		await put("README.txt", "ignored");
+
+		const result = await source().load(signal);
+		expect(served(result)).toEqual([`a ${a.serial}`, `b ${b.serial}`]);
+		expect(result.certificates.find((c) => c.name === "b")?.bundle.chain).toHaveLength(1);
+		expect(result.certificates[0]?.names).toEqual(["a.test", "www.a.test"]);
+		expect(result.certificates[0]?.origin).toBe(`source certs: ${join(dir, "a.pem")}`);
+		expect(report(result)).toEqual([
+			"a-old.pem: SOURCE_OLDER",
+			"expired.pem: BUNDLE_EXPIRED",
+			"junk.pem: BUNDLE_NOT_PEM",
+			"lonely.crt: BUNDLE_NO_KEY",
+			"mismatch.pem: BUNDLE_KEY_MISMATCH",
+			"truncated.pem: BUNDLE_TRUNCATED",
+		]);
+		for (const p of result.problems) {
+			expect(p.error.message).toContain(p.subject.split(" + ")[0]);
+			expect(p.error.message).not.toMatch(/-----BEGIN|[A-Za-z0-9+/]{40,}/);
+		}
+	});
+
+	it("never replaces a served certificate by an invalid or older file, but takes a newer one", async () => {
+		const first = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(30) });
+		await put("a.pem", first.combinedPem);
+		const s = source();
+		expect(served(await s.load(signal))).toEqual([`a ${first.serial}`]);
+
+		const older = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(5) });
+		await put("a.pem", older.combinedPem);
+		let result = await s.load(signal);
+		expect(served(result)).toEqual([`a ${first.serial}`]);
+		expect(report(result)).toEqual(["a.pem: SOURCE_OLDER"]);
+
+		await put("a.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n");
+		result = await s.load(signal);
+		expect(served(result)).toEqual([`a ${first.serial}`]);
+		expect(report(result)).toEqual(["a.pem: BUNDLE_TRUNCATED"]);
+
+		const newer = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(60) });
+		await put("a.pem", newer.combinedPem);
+		result = await s.load(signal);
+		expect(served(result)).toEqual([`a ${newer.serial}`]);
+		expect(result.problems).toEqual([]);
+
+		// A certificate with other names under the same file name is a change, not an older copy.
+		const renamed = await issueTestLeaf(ca, { names: ["other.test"], notAfter: inDays(2) });
+		await put("a.pem", renamed.combinedPem);
+		expect(served(await s.load(signal))).toEqual([`a ${renamed.serial}`]);
+
+		await unlink(join(dir, "a.pem"));
+		expect(served(await s.load(signal))).toEqual([]);
+	});
+
+	it("reports a missing directory as SOURCE_UNREADABLE without throwing", async () => {
+		const s = createDirectorySource(
+			directorySourceSchema.parse({ name: "gone", type: "directory", path: join(dir, "missing") }),
+		);
+		const result = await s.load(signal);
+		expect(result.certificates).toEqual([]);
+		expect(result.problems.map((p) => p.error.code)).toEqual(["SOURCE_UNREADABLE"]);
+	});
+
+	it("watch() calls back once per burst of changes, after the debounce", async () => {
+		const s = source("150ms");
+		let calls = 0;
+		const stop = s.watch(() => {
+			calls += 1;
+		});
+		try {
+			for (let i = 0; i < 5; i++) await put(`f${i}.pem`, "x");
+			await new Promise((r) => setTimeout(r, 600));
+			expect(calls).toBe(1);
+			await put("later.pem", "y");
+			await new Promise((r) => setTimeout(r, 600));
+			expect(calls).toBe(2);
+		} finally {
+			stop();
+		}
+		await put("after-stop.pem", "z");
+		await new Promise((r) => setTimeout(r, 400));
+		expect(calls).toBe(2);
+	});
+});

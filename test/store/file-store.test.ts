@@ -1,0 +1,142 @@
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { isCertificateeError } from "../../src/errors.js";
+import { type FileStore, openFileStore } from "../../src/store/file-store.js";
+import { HISTORY_LIMIT, readCertificateRecord, storeIssued } from "../../src/store/records.js";
+
+const CHILD = join(import.meta.dirname, "store-child.ts");
+
+function runChild(args: string[]) {
+	return spawn(process.execPath, ["--import", "tsx", CHILD, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+}
+
+async function allFiles(dir: string): Promise<string[]> {
+	const out: string[] = [];
+	for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) {
+		if (e.isFile()) out.push(join(e.parentPath, e.name));
+	}
+	return out;
+}
+
+let dir: string;
+let store: FileStore | undefined;
+beforeEach(async () => {
+	dir = await mkdtemp(join(tmpdir(), "certificatee-store-"));
+});
+afterEach(async () => {
+	store?.close();
+	store = undefined;
+	await rm(dir, { recursive: true, force: true });
+});
+
+describe("store/file-store", () => {
+	it("puts with compare-and-swap, lists and watches", async () => {
+		store = await openFileStore(dir);
+		const seen: string[] = [];
+		const stop = store.watch("certificates/", (k) => seen.push(k));
+		expect(await store.get("certificates/a")).toBeUndefined();
+		expect(await store.put("certificates/a", { n: 1 }, 0)).toBe(1);
+		expect(await store.put("certificates/a", { n: 2 }, 1)).toBe(2);
+		await expect(store.put("certificates/a", { n: 3 }, 1)).rejects.toMatchObject({ code: "STATE_CONFLICT" });
+		await expect(store.put("certificates/b", { n: 1 }, 4)).rejects.toMatchObject({ code: "STATE_CONFLICT" });
+		await store.put("certificates/b", { n: 1 }, 0);
+		await store.put("renewal/a", { n: 1 }, 0);
+		stop();
+		await store.put("certificates/c", {}, 0);
+		expect(await store.get("certificates/a")).toEqual({ version: 2, value: { n: 2 } });
+		expect(await store.list("certificates/")).toEqual(["certificates/a", "certificates/b", "certificates/c"]);
+		expect(await store.list("")).toEqual(["certificates/a", "certificates/b", "certificates/c", "renewal/a"]);
+		expect(seen).toEqual(["certificates/a", "certificates/a", "certificates/b"]);
+		const mode = (await stat(join(dir, "certificates", "a.json"))).mode & 0o777;
+		expect(mode).toBe(0o600);
+		await expect(store.put("../escape", {}, 0)).rejects.toThrow(/invalid state key/);
+	});
+
+	it("lets exactly one of two concurrent writers with the same expected version win", async () => {
+		store = await openFileStore(dir);
+		const results = await Promise.allSettled([store.put("k", "a", 0), store.put("k", "b", 0)]);
+		expect(results.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected"]);
+	});
+
+	it("keeps the last 3 issued certificates per name", async () => {
+		store = await openFileStore(dir);
+		for (let i = 1; i <= 5; i++) {
+			const previous = await readCertificateRecord(store, "web");
+			await storeIssued(
+				store,
+				"web",
+				{
+					certPem: `cert ${i}`,
+					chainPem: "",
+					keyPem: `key ${i}`,
+					issuer: "local",
+					domains: ["a.test"],
+					keyType: "ecdsa-p256",
+					serial: `0${i}`,
+					notBefore: new Date(0).toISOString(),
+					notAfter: new Date(i * 1000).toISOString(),
+					issuedAt: new Date(0).toISOString(),
+				},
+				previous,
+			);
+		}
+		const record = await readCertificateRecord(store, "web");
+		expect(record?.value.history.map((h) => h.serial)).toEqual(["05", "04", "03"]);
+		expect(HISTORY_LIMIT).toBe(3);
+	});
+
+	it("refuses a second process on the same state directory with STATE_LOCKED", async () => {
+		store = await openFileStore(dir);
+		const child = runChild(["open", dir]);
+		let out = "";
+		child.stdout.on("data", (d) => {
+			out += String(d);
+		});
+		const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+		expect(code).toBe(3);
+		expect(out).toContain("STATE_LOCKED");
+		expect(out).toContain(`pid ${process.pid}`);
+		// and in-process too
+		await expect(openFileStore(dir)).rejects.toSatisfy((e) => isCertificateeError(e, "STATE_LOCKED"));
+	});
+
+	it("survives kill -9 during writes: no partial file, the lock is free again, leftovers are removed", async () => {
+		const rounds = 20;
+		let tempSeen = 0;
+		for (let round = 0; round < rounds; round++) {
+			const child = runChild(["write", dir]);
+			const exited = new Promise((resolve) => child.on("exit", resolve));
+			await new Promise<void>((resolve, reject) => {
+				child.stdout.on("data", (d) => String(d).includes("ready") && resolve());
+				child.on("exit", (c) => reject(new Error(`child exited early with ${c}`)));
+			});
+			await new Promise((r) => setTimeout(r, 20 + Math.floor(Math.random() * 150)));
+			child.kill("SIGKILL");
+			await exited;
+			for (const file of await allFiles(dir)) {
+				const name = file.slice(file.lastIndexOf("/") + 1);
+				if (name.startsWith(".tmp-")) {
+					tempSeen += 1;
+					continue;
+				}
+				if (name === ".lock") continue;
+				const parsed = JSON.parse(await readFile(file, "utf8")) as {
+					value: { payload: string; sum: string };
+				};
+				expect(createHash("sha256").update(parsed.value.payload).digest("hex")).toBe(parsed.value.sum);
+			}
+		}
+		store = await openFileStore(dir);
+		const keys = await store.list("round/");
+		expect(keys.length).toBeGreaterThan(0);
+		for (const key of keys) expect((await store.get(key))?.version).toBeGreaterThan(0);
+		expect((await allFiles(dir)).filter((f) => f.includes(".tmp-"))).toEqual([]);
+		console.log(
+			`kill -9 rounds: ${rounds}, temp files left by killed writers: ${tempSeen}, keys: ${keys.length}`,
+		);
+	});
+});
