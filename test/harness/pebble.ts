@@ -117,7 +117,21 @@ async function waitUntil(what: string, proc: Proc, probe: () => Promise<boolean>
 	throw new Error(`${what} not ready within 10 s:\n${proc.output()}`);
 }
 
+/**
+ * Starts Pebble (and challtestsrv). Ports come from the OS but are released before Pebble binds them, so
+ * another test may take one in between: a start that fails on a taken port is retried with new ports.
+ */
 export async function startPebble(options: PebbleOptions = {}): Promise<PebbleHandle> {
+	for (let attempt = 1; ; attempt++) {
+		try {
+			return await startPebbleOnce(options);
+		} catch (e) {
+			if (attempt >= 3 || !/address already in use/.test(String(e))) throw e;
+		}
+	}
+}
+
+async function startPebbleOnce(options: PebbleOptions): Promise<PebbleHandle> {
 	const dir = await mkdtemp(path.join(tmpdir(), "certificatee-pebble-"));
 	let pebble: Proc | undefined;
 	let chall: Proc | undefined;
