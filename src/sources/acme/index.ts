@@ -160,13 +160,21 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 		}
 	};
 
+	// One registration shared by concurrent issuances; it has its own deadline, so one caller giving up
+	// does not fail the others (each caller stops waiting on its own signal).
 	let account: Promise<Account> | undefined;
 	const ensureAccount = (signal: AbortSignal): Promise<Account> => {
-		account ??= registerAccount(signal).catch((e: unknown) => {
+		account ??= registerAccount(AbortSignal.timeout(timeoutMs)).catch((e: unknown) => {
 			account = undefined;
 			throw e;
 		});
-		return account;
+		const shared = account;
+		return new Promise<Account>((resolve, reject) => {
+			const onAbort = () => reject(signal.reason);
+			if (signal.aborted) return onAbort();
+			signal.addEventListener("abort", onAbort, { once: true });
+			shared.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+		});
 	};
 
 	/** Publishes the answer to one authorization's challenge; returns what to tell the CA and how to clean up. */

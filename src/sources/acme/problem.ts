@@ -105,9 +105,17 @@ export function toAcmeError(e: unknown, scope: ProblemScope): CertificateeError 
 		);
 	}
 	if (isCertificateeError(e)) {
-		if (scope.certificate && !e.context.certificate) e.context.certificate = scope.certificate;
-		e.context.operation ??= scope.operation;
-		return e;
+		// A copy: the same error may reach several callers (a shared account registration).
+		return new CertificateeError(e.code, e.message, {
+			context: {
+				operation: scope.operation,
+				...(scope.certificate ? { certificate: scope.certificate } : {}),
+				...e.context,
+			},
+			...(e.hint === undefined ? {} : { hint: e.hint }),
+			retryable: e.retryable,
+			cause: e.cause,
+		});
 	}
 	const problem = matchProblem(describeError(e), scope.problems, scope.resourceUrl);
 	if (!problem) {
