@@ -14,23 +14,19 @@ import { CertificateeError } from "../../errors.js";
 import type { IssuedPem, IssueRequest, Issuer, RenewalWindow } from "../types.js";
 import { type AccountStore, fileAccountStore } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
-import { createDnsHook, dnsRecordName } from "./dns01.js";
+import { createChallengeSolver } from "./challenges.js";
+import { createDnsHook } from "./dns01.js";
 import { createHttp01Responder } from "./http01.js";
 import { createCertificateKey } from "./keys.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
 import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
-import {
-	acmeRequest,
-	attachTransport,
-	sleep,
-	type TransportContext,
-	type TransportOptions,
-} from "./transport.js";
+import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
 
 export { type AccountStore, fileAccountStore, type StoredAccount } from "./account.js";
 export { ariCertId } from "./ari.js";
 export { type AcmeSourceConfig, acmeSourceSchema } from "./schema.js";
 
+/** pino-compatible. */
 export interface AcmeLogger {
 	info(fields: object, message: string): void;
 	warn(fields: object, message: string): void;
@@ -53,20 +49,6 @@ export interface AcmeIssuer extends Issuer {
 interface Account {
 	key: Secret;
 	url: string;
-}
-
-type Authorization = Awaited<ReturnType<acme.Client["getAuthorizations"]>>[number];
-type Challenge = Authorization["challenges"][number];
-
-interface Published {
-	authz: Authorization;
-	challenge: Challenge;
-	cleanup: () => Promise<void>;
-}
-
-function firstFailure(outcomes: PromiseSettledResult<unknown>[]): void {
-	const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
-	if (failed) throw failed.reason;
 }
 
 const silent: AcmeLogger = { info() {}, warn() {} };
@@ -103,10 +85,15 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			}
 		: undefined;
 	const http01Listen = config.http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
-	const responder = http01Listen ? createHttp01Responder(http01Listen) : undefined;
-	const dnsHookTimeoutMs = config.dns_hook_timeout;
-	const dnsHook = config.dns_hook ? createDnsHook(config.dns_hook, dnsHookTimeoutMs) : undefined;
-	const propagationWaitMs = config.dns_propagation_wait;
+	const solver = createChallengeSolver({
+		issuer: config.name,
+		directoryUrl,
+		responder: http01Listen ? createHttp01Responder(http01Listen) : undefined,
+		dnsHook: config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined,
+		dnsHookTimeoutMs: config.dns_hook_timeout,
+		propagationWaitMs: config.dns_propagation_wait,
+		logger,
+	});
 	const pollMs = config.poll_interval;
 	const timeoutMs = config.timeout;
 	const agent = new Agent({ connect: ca ? { ca } : {}, keepAliveTimeout: 10_000 });
@@ -177,92 +164,6 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 		});
 	};
 
-	/** Publishes the answer to one authorization's challenge; returns what to tell the CA and how to clean up. */
-	const publish = async (
-		client: acme.Client,
-		authz: Authorization,
-		signal: AbortSignal,
-	): Promise<Published> => {
-		const domain = authz.identifier.value;
-		const wildcard = authz.wildcard === true;
-		const type = !wildcard && responder ? "http-01" : dnsHook ? "dns-01" : undefined;
-		if (!type) {
-			throw new CertificateeError(
-				"ISSUE_FAILED",
-				`*.${domain} needs a DNS-01 challenge but no dns_hook is configured`,
-				{
-					context: { field: "dns_hook" },
-					hint: "wildcard names can only be validated over DNS: set dns_hook",
-				},
-			);
-		}
-		const challenge = authz.challenges.find((c) => c.type === type);
-		if (!challenge) {
-			const offered = authz.challenges.map((c) => c.type).join(", ");
-			throw new CertificateeError(
-				"ACME_ERROR",
-				`the CA offers no ${type} challenge for ${domain} (offers: ${offered})`,
-				{
-					context: { endpoint: directoryUrl },
-					hint: type === "http-01" ? "configure dns_hook" : "configure http01",
-				},
-			);
-		}
-		const keyAuthorization = await client.getChallengeKeyAuthorization(challenge);
-		if (type === "http-01") {
-			return { authz, challenge, cleanup: await responder!.publish(challenge.token, keyAuthorization) };
-		}
-		const record = dnsRecordName(domain);
-		await dnsHook!.run("set", record, keyAuthorization, signal);
-		// Clearing runs even after cancellation, bounded by the hook timeout.
-		const cleanup = () =>
-			dnsHook!.run("clear", record, keyAuthorization, AbortSignal.timeout(dnsHookTimeoutMs));
-		return { authz, challenge, cleanup };
-	};
-
-	/**
-	 * All answers are published before the CA is asked to validate any, and removed only after all are done:
-	 * `example.com` and `*.example.com` share one TXT record name, so clearing one early would fail the other.
-	 */
-	const validateAll = async (
-		client: acme.Client,
-		authorizations: Authorization[],
-		scope: ProblemScope,
-	): Promise<void> => {
-		const signal = scope.signal;
-		const pending = authorizations.filter((a) => a.status !== "valid"); // valid ones are reused
-		const published = await Promise.allSettled(pending.map((a) => publish(client, a, signal)));
-		const ready = published.flatMap((p) => (p.status === "fulfilled" ? [p.value] : []));
-		try {
-			firstFailure(published);
-			if (propagationWaitMs > 0 && ready.some((p) => p.challenge.type === "dns-01"))
-				await sleep(propagationWaitMs, signal);
-			firstFailure(
-				await Promise.allSettled(
-					ready.map(async (p) => {
-						try {
-							await client.completeChallenge(p.challenge);
-							await client.waitForValidStatus(p.authz);
-						} catch (e) {
-							throw toAcmeError(e, {
-								...scope,
-								operation: `${p.challenge.type} validation of ${p.authz.identifier.value}`,
-								challenge: p.challenge.type,
-								resourceUrl: p.authz.url,
-							});
-						}
-					}),
-				),
-			);
-		} finally {
-			for (const outcome of await Promise.allSettled(ready.map((p) => p.cleanup()))) {
-				if (outcome.status === "rejected") {
-					logger.warn({ issuer: config.name, err: String(outcome.reason) }, "challenge cleanup failed");
-				}
-			}
-		}
-	};
-
 	const issueOne = async (request: IssueRequest, outer: AbortSignal): Promise<IssuedPem> => {
 		const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
 		const ctx: TransportContext = { signal, problems: [] };
@@ -291,7 +192,7 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			});
 			operation = "authorization";
 			const authorizations = await client.getAuthorizations(order);
-			await validateAll(client, authorizations, scope);
+			await solver.validateAll(client, authorizations, scope);
 			operation = "finalize";
 			const keyPem = await createCertificateKey(request.keyType);
 			const first = domains[0]!;
