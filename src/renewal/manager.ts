@@ -5,22 +5,21 @@
  * status per certificate. Time and randomness are inputs; one certificate's failure never stops the others.
  */
 import pLimit from "p-limit";
-import { checkBundle, loadBundle, nameSet, parseBundle, sameNameSet } from "../certificates/index.js";
+import { checkBundle, nameSet, parseBundle, sameNameSet } from "../certificates/index.js";
 import type { Bundle } from "../certificates/types.js";
 import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
 import type { DesiredCertificate } from "../reconcile/model.js";
 import type { Issuer, RenewalWindow, SourceProblem } from "../sources/types.js";
 import {
 	type CertificateRecord,
-	type IssuedCertificate,
 	type RenewalState,
 	readCertificateRecord,
 	readRenewalState,
 	type StoredRecord,
-	storeIssued,
 	writeRenewalState,
 } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
+import { type OrderResult, order } from "./order.js";
 import { decideRenewal, type RenewalDecision, type RenewalPolicyConfig, renewAt } from "./policy.js";
 import type { CertificateSpec, RenewalSettings } from "./schema.js";
 
@@ -141,28 +140,17 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 		// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
 		state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };
 		stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
-		const result = await order(deps, issuer, spec, record, run);
+		const result = await order({ store: deps.store, issuer, spec, previous: record }, run);
+		state = recordOutcome(state, result, run.now, policyConfig(spec, deps));
 		if (result.ok) {
 			bundle = result.bundle;
 			current = { bundle };
 			window = undefined;
-			const next = renewAt(result.bundle.leaf, result.jitter, policyConfig(spec, deps));
-			state = { ...state, jitter: result.jitter, renewAt: next.at.toISOString(), failures: 0 };
-			state = {
-				...state,
-				lastSuccessAt: run.now.toISOString(),
-				lastError: undefined,
-				lastFailureAt: undefined,
-			};
 			deps.log?.info({ certificate: spec.name, serial: result.bundle.leaf.serial }, "certificate issued");
 		} else {
-			state = { ...state, failures: state.failures + 1, lastFailureAt: run.now.toISOString() };
-			state = { ...state, lastError: { code: result.error.code, message: result.error.message } };
 			problems.push({ subject: spec.name, error: result.error });
-			deps.log?.warn(
-				{ certificate: spec.name, code: result.error.code, failures: state.failures },
-				result.error.message,
-			);
+			const fields = { certificate: spec.name, code: result.error.code, failures: state.failures };
+			deps.log?.warn(fields, result.error.message);
 		}
 		decision = decide();
 		state = { ...state, nextAttemptAt: decision.at.toISOString() };
@@ -255,66 +243,25 @@ async function ariWindow(issuer: Issuer, certPem: string, signal: AbortSignal, l
 	}
 }
 
-type OrderResult = { ok: true; bundle: Bundle; jitter: number } | { ok: false; error: CertificateeError };
-
-async function order(
-	deps: RenewalDeps,
-	issuer: Issuer,
-	spec: CertificateSpec,
-	record: StoredRecord<CertificateRecord> | undefined,
-	run: RenewalRun,
-): Promise<OrderResult> {
-	const source = `issuer ${issuer.name}: ${spec.name}`;
-	let issued: Awaited<ReturnType<Issuer["issue"]>>;
-	try {
-		issued = await issuer.issue(
-			{
-				certificate: spec.name,
-				domains: spec.domains,
-				keyType: spec.key_type,
-				...(spec.lifetime !== undefined ? { lifetimeMs: spec.lifetime } : {}),
-			},
-			run.signal,
-		);
-	} catch (e) {
-		const error = isCertificateeError(e)
-			? e
-			: new CertificateeError("ISSUE_FAILED", `${source}: ${describeError(e)}`, {
-					retryable: true,
-					cause: e,
-				});
-		return { ok: false, error };
+/** The renewal state after an order: a success resets failures and draws the next renewAt; a failure counts. */
+function recordOutcome(
+	state: RenewalState,
+	result: OrderResult,
+	now: Date,
+	config: RenewalPolicyConfig,
+): RenewalState {
+	if (!result.ok) {
+		const lastError = { code: result.error.code, message: result.error.message };
+		return { ...state, failures: state.failures + 1, lastFailureAt: now.toISOString(), lastError };
 	}
-	const loaded = loadBundle(
-		{ cert: issued.certPem, chain: issued.chainPem, key: issued.keyPem },
-		{ source, now: run.now, requiredNames: spec.domains },
-	);
-	if (!loaded.ok) {
-		const first = loaded.problems[0];
-		const error = new CertificateeError(
-			"ISSUE_FAILED",
-			`${source}: the issued certificate is invalid: ${first?.message ?? "unknown problem"}`,
-			{ context: { certificate: spec.name }, retryable: true, cause: first },
-		);
-		return { ok: false, error };
-	}
-	const jitter = run.random();
-	await storeIssued(deps.store, spec.name, issuedRecord(loaded.bundle, spec, run.now), record);
-	return { ok: true, bundle: loaded.bundle, jitter };
-}
-
-function issuedRecord(bundle: Bundle, spec: CertificateSpec, now: Date): IssuedCertificate {
+	const next = renewAt(result.bundle.leaf, result.jitter, config);
+	const { lastError: _e, lastFailureAt: _f, ...rest } = state;
 	return {
-		certPem: bundle.certPem,
-		chainPem: bundle.chainPem,
-		keyPem: bundle.key.reveal(),
-		issuer: spec.issuer,
-		domains: spec.domains,
-		keyType: spec.key_type,
-		serial: bundle.leaf.serial,
-		notBefore: bundle.leaf.notBefore.toISOString(),
-		notAfter: bundle.leaf.notAfter.toISOString(),
-		issuedAt: now.toISOString(),
+		...rest,
+		jitter: result.jitter,
+		renewAt: next.at.toISOString(),
+		failures: 0,
+		lastSuccessAt: now.toISOString(),
 	};
 }
 
@@ -357,4 +304,10 @@ function status(
 		breakerOpen: decision.action === "breaker-open",
 		...(state.lastError ? { lastError: state.lastError } : {}),
 	};
+}
+
+/** When the daemon should run again for renewals: the earliest next renewal time, if any certificate has one. */
+export function earliestRenewal(statuses: readonly CertificateStatus[]): Date | undefined {
+	const times = statuses.map((s) => Date.parse(s.nextRenewalAt)).filter((t) => Number.isFinite(t));
+	return times.length === 0 ? undefined : new Date(Math.min(...times));
 }

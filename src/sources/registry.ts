@@ -7,7 +7,7 @@ import type { SourceConfig } from "../config/schema.js";
 import { createAcmeIssuer } from "./acme/index.js";
 import { createDirectorySource } from "./directory/index.js";
 import { createLocalCaIssuer } from "./local-ca/index.js";
-import type { BuiltSource, SourceDeps } from "./types.js";
+import type { BuiltSource, Issuer, Source, SourceDeps } from "./types.js";
 
 type Factory<K extends SourceConfig["type"]> = (
 	config: Extract<SourceConfig, { type: K }>,
@@ -26,4 +26,19 @@ export const sourceFactories = {
 export function buildSource(config: SourceConfig, deps: SourceDeps): BuiltSource {
 	const factory = sourceFactories[config.type] as Factory<SourceConfig["type"]>;
 	return factory(config as never, deps);
+}
+
+/** Builds every configured source: the Sources to load each cycle, and the Issuers by name for renewal. */
+export function buildSources(
+	configs: readonly SourceConfig[],
+	deps: SourceDeps,
+): { sources: Source[]; issuers: Map<string, Issuer> } {
+	const sources: Source[] = [];
+	const issuers = new Map<string, Issuer>();
+	for (const config of configs) {
+		const built = buildSource(config, deps);
+		if (built.role === "source") sources.push(built.source);
+		else issuers.set(built.issuer.name, built.issuer);
+	}
+	return { sources, issuers };
 }

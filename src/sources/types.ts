@@ -14,10 +14,15 @@ export interface SourceResult {
 	problems: SourceProblem[];
 }
 
-/** A source of ready-made certificates (a directory of PEMs, ...). load() never throws for one bad file. */
+/**
+ * A source of ready-made certificates (a directory of PEMs, ...). load() never throws for one bad file.
+ * watch(), when the kind can, calls onChange (debounced) when its input changed, so the daemon runs a cycle
+ * promptly; it returns a function that stops watching.
+ */
 export interface Source {
 	readonly name: string;
 	load(signal: AbortSignal): Promise<SourceResult>;
+	watch?(onChange: () => void): () => void;
 }
 
 export type KeyType = "ecdsa-p256" | "ecdsa-p384" | "rsa-2048" | "rsa-4096";

@@ -72,10 +72,21 @@ async function listFiles(dir: string, prefix: string): Promise<string[]> {
 	return keys;
 }
 
-/** Locks `stateDir` (STATE_LOCKED if another process holds it), removes leftovers of crashed writes, and opens it. */
-export async function openFileStore(stateDir: string): Promise<FileStore> {
-	const lock = acquireStateLock(stateDir);
-	await removeTempFiles(stateDir);
+export interface OpenOptions {
+	/**
+	 * Read without taking the lock, for commands that only look (`plan`, `status`) while the daemon runs.
+	 * Reads are safe because every write is an atomic rename; put() is refused.
+	 */
+	readOnly?: boolean;
+}
+
+/**
+ * Locks `stateDir` (STATE_LOCKED if another process holds it), removes leftovers of crashed writes, and opens
+ * it; with `readOnly`, opens it without the lock and refuses writes.
+ */
+export async function openFileStore(stateDir: string, options: OpenOptions = {}): Promise<FileStore> {
+	const lock = options.readOnly ? undefined : acquireStateLock(stateDir);
+	if (lock) await removeTempFiles(stateDir);
 	const watchers = new Set<{ prefix: string; onChange: (key: string) => void }>();
 	const queues = new Map<string, Promise<unknown>>();
 
@@ -98,6 +109,12 @@ export async function openFileStore(stateDir: string): Promise<FileStore> {
 		get: async (key) => readEntry(keyPath(stateDir, key), key),
 		async put(key, value, expectedVersion) {
 			const path = keyPath(stateDir, key);
+			if (!lock) {
+				throw new CertificateeError("STATE_LOCKED", `state directory ${stateDir} is open read-only`, {
+					context: { file: path },
+					hint: "only the process holding the lock writes state",
+				});
+			}
 			return serialised(key, async () => {
 				const current = (await readEntry(path, key))?.version ?? 0;
 				if (current !== expectedVersion) {
@@ -126,7 +143,7 @@ export async function openFileStore(stateDir: string): Promise<FileStore> {
 		},
 		close() {
 			watchers.clear();
-			lock.release();
+			lock?.release();
 		},
 	};
 }

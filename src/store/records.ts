@@ -2,7 +2,8 @@
  * What certificatee keeps in the state store, as typed records over the narrow StateStore:
  *   certificates/<name>          issued certificates, newest first, the last 3 kept for rollback
  *   renewal/<name>               renewal state: jitter, renewAt, attempts, failures, orders (loop breaker)
- *   acme/<issuer>/account        ACME account key and URL
+ *   acme-accounts/<issuer>       ACME account key and URL (the acme issuer's AccountStore can sit on it;
+ *                                its own file store uses <state_dir>/acme/<issuer>/, a different path)
  * Every record is validated when read; a record that does not parse is STATE_CORRUPT, never guessed at.
  */
 import { z } from "zod";
@@ -45,11 +46,11 @@ export const renewalStateSchema = z.object({
 });
 export type RenewalState = z.infer<typeof renewalStateSchema>;
 
+/** Same fields as the acme issuer's StoredAccount, with the key as PEM text. */
 export const acmeAccountSchema = z.object({
 	keyPem: z.string(),
-	url: z.string().optional(),
-	email: z.string().optional(),
-	directoryUrl: z.string(),
+	directoryUrl: z.string().optional(),
+	accountUrl: z.string().optional(),
 });
 export type AcmeAccount = z.infer<typeof acmeAccountSchema>;
 
@@ -78,7 +79,7 @@ async function readRecord<T>(
 
 export const certificateKey = (name: string) => `certificates/${name}`;
 export const renewalKey = (name: string) => `renewal/${name}`;
-export const acmeAccountKey = (issuer: string) => `acme/${issuer}/account`;
+export const acmeAccountKey = (issuer: string) => `acme-accounts/${issuer}`;
 
 export function readCertificateRecord(store: StateStore, name: string) {
 	return readRecord(store, certificateKey(name), certificateRecordSchema);

@@ -4,7 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type RenewalDeps, type RenewalReport, runRenewal } from "../../src/renewal/manager.js";
+import {
+	earliestRenewal,
+	type RenewalDeps,
+	type RenewalReport,
+	runRenewal,
+} from "../../src/renewal/manager.js";
 import { certificateSpecSchema } from "../../src/renewal/schema.js";
 import { createLocalCaIssuer, localCaSourceSchema } from "../../src/sources/local-ca/index.js";
 import type { Issuer } from "../../src/sources/types.js";
@@ -82,6 +87,9 @@ describe("renewal/manager", () => {
 		const next = Date.parse(statusOf(first).nextRenewalAt);
 		expect(next).toBeGreaterThanOrEqual(at(16 * HOUR).getTime());
 		expect(next).toBeLessThan(at(16 * HOUR + (8 * HOUR) / 3).getTime());
+		const earliest = Math.min(...first.statuses.map((s) => Date.parse(s.nextRenewalAt)));
+		expect(earliestRenewal(first.statuses)?.getTime()).toBe(earliest);
+		expect(earliestRenewal([])).toBeUndefined();
 		const stored = await readRenewalState(store, "web");
 		expect(stored?.value.renewAt).toBe(statusOf(first).nextRenewalAt);
 
@@ -177,6 +185,33 @@ describe("renewal/manager", () => {
 		const report = await cycle({ ...deps(slow, specs), settings: { concurrency: 2 } }, t0);
 		expect(report.certificates).toHaveLength(6);
 		expect(peak).toBe(2);
+	});
+
+	it("follows the issuer's ARI window when it offers one, and the configured window when ARI fails", async () => {
+		const ca = localCa(join(dir, "state"));
+		let ari: "window" | "down" = "window";
+		// The real local CA plus a renewal window, as an ACME CA with ARI would suggest it.
+		const withAri: Issuer = {
+			name: "local",
+			issue: (request, s) => ca.issue(request, s),
+			async renewalWindow() {
+				if (ari === "down") throw new Error("renewalInfo endpoint unreachable");
+				return { start: at(2 * HOUR), end: at(3 * HOUR) };
+			},
+		};
+		const first = await cycle(deps(withAri), t0);
+		const waiting = await cycle(deps(withAri), at(HOUR));
+		expect(statusOf(waiting).decision.reason).toBe("AriWindow");
+		// The jitter stored with the certificate is the second draw, 0.25.
+		expect(Date.parse(statusOf(waiting).nextRenewalAt)).toBe(at(2.25 * HOUR).getTime());
+		ari = "down";
+		const fallback = await cycle(deps(withAri), at(3 * HOUR));
+		expect(statusOf(fallback)).toMatchObject({ ordered: false });
+		expect(statusOf(fallback).decision.reason).toBe("Scheduled");
+		ari = "window";
+		const renewed = await cycle(deps(withAri), at(3 * HOUR));
+		expect(statusOf(renewed).orderedBecause?.reason).toBe("Due");
+		expect(serialOf(renewed)).not.toBe(serialOf(first));
 	});
 
 	it("reports an unknown issuer for its certificate without stopping the others", async () => {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { sourceSchema } from "../../src/config/schema.js";
-import { buildSource, sourceFactories } from "../../src/sources/registry.js";
+import { buildSource, buildSources, sourceFactories } from "../../src/sources/registry.js";
 
 describe("sources/registry", () => {
 	it("registers every kind folder under src/sources", async () => {
@@ -29,6 +29,9 @@ describe("sources/registry", () => {
 			});
 			const issuer = buildSource(caConfig, { stateDir });
 			expect(issuer.role === "issuer" && issuer.issuer.name).toBe("c");
+			const all = buildSources([dirConfig, caConfig], { stateDir });
+			expect(all.sources.map((s) => s.name)).toEqual(["d"]);
+			expect([...all.issuers.keys()]).toEqual(["c"]);
 		} finally {
 			await rm(stateDir, { recursive: true, force: true });
 		}

@@ -11,6 +11,7 @@ export type Candidate =
 export interface FileProblem {
 	file: string;
 	code: "BUNDLE_NO_KEY" | "BUNDLE_NO_CERTIFICATE" | "SOURCE_DUPLICATE_NAME";
+	/** Without the file name, which the caller puts first. */
 	message: string;
 }
 
@@ -32,7 +33,7 @@ export function groupFiles(files: readonly string[]): { candidates: Candidate[];
 				problems.push({
 					file,
 					code: "BUNDLE_NO_CERTIFICATE",
-					message: `${file}: chain file without ${chainStem}.crt`,
+					message: `chain file without ${chainStem}.crt`,
 				});
 			}
 			continue;
@@ -51,10 +52,10 @@ export function groupFiles(files: readonly string[]): { candidates: Candidate[];
 				problems.push({
 					file,
 					code: "SOURCE_DUPLICATE_NAME",
-					message: `${file}: ${crtStem}.pem already defines certificate "${crtStem}"; the .crt/.key pair is ignored`,
+					message: `${crtStem}.pem already defines certificate "${crtStem}"; the .crt/.key pair is ignored`,
 				});
 			} else if (!present.has(`${crtStem}.key`)) {
-				problems.push({ file, code: "BUNDLE_NO_KEY", message: `${file}: no ${crtStem}.key beside it` });
+				problems.push({ file, code: "BUNDLE_NO_KEY", message: `no ${crtStem}.key beside it` });
 			} else {
 				const chain = present.has(`${crtStem}.chain.pem`) ? `${crtStem}.chain.pem` : undefined;
 				candidates.push({
@@ -70,7 +71,7 @@ export function groupFiles(files: readonly string[]): { candidates: Candidate[];
 				problems.push({
 					file,
 					code: "BUNDLE_NO_CERTIFICATE",
-					message: `${file}: no ${keyStem}.crt beside it`,
+					message: `no ${keyStem}.crt beside it`,
 				});
 			}
 		}

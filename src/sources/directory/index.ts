@@ -20,11 +20,8 @@ export interface DirectorySourceDeps {
 	clock?: () => Date;
 }
 
-/** A Source that can also tell when its directory changed (debounced). */
-export interface WatchableSource extends Source {
-	/** Calls onChange once the directory has been quiet for `debounce`; returns a function that stops watching. */
-	watch(onChange: () => void): () => void;
-}
+/** A directory source always watches: onChange runs once the directory has been quiet for `debounce`. */
+export type WatchableSource = Source & Required<Pick<Source, "watch">>;
 
 async function readCandidate(dir: string, c: Candidate, now: Date) {
 	const read = (f: string) => readFile(join(dir, f));
@@ -70,13 +67,9 @@ export function createDirectorySource(
 		const grouped = groupFiles(files);
 		const problems: SourceProblem[] = grouped.problems.map((p) => ({
 			subject: join(config.path, p.file),
-			error: new CertificateeError(
-				p.code,
-				`${join(config.path, p.file)}: ${p.message.replace(/^[^:]*: /, "")}`,
-				{
-					context: { file: join(config.path, p.file) },
-				},
-			),
+			error: new CertificateeError(p.code, `${join(config.path, p.file)}: ${p.message}`, {
+				context: { file: join(config.path, p.file) },
+			}),
 		}));
 		const loaded: LoadedFile[] = [];
 		const invalid = new Set<string>();

@@ -109,6 +109,12 @@ async function createCa(dir: string, config: LocalCaSourceConfig, now: Date): Pr
 		await writeFileAtomic(join(temp, "ca.crt"), cert.toString("pem"), 0o644);
 		await rename(temp, dir);
 		await syncDir(parent);
+	} catch (e) {
+		// Another process (`certificatee ca export` beside the daemon) created it first: use that one.
+		const code = (e as NodeJS.ErrnoException).code;
+		const existing = code === "ENOTEMPTY" || code === "EEXIST" ? await loadCa(dir) : undefined;
+		if (existing) return existing;
+		throw e;
 	} finally {
 		await rm(temp, { recursive: true, force: true });
 	}

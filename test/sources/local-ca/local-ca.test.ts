@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -72,6 +72,15 @@ describe("sources/local-ca", () => {
 		for (const i of [a, b]) {
 			expect(await opensslVerify(await second.exportRoot(), i.certPem, i.chainPem)).toMatch(/: OK$/);
 		}
+	});
+
+	it("two instances creating the CA at once end up with one CA", async () => {
+		const config = localCaSourceSchema.parse({ name: "race", type: "local-ca" });
+		const roots = await Promise.all(
+			[1, 2, 3].map(() => createLocalCaIssuer(config, { stateDir: dir }).exportRoot()),
+		);
+		expect(new Set(roots).size).toBe(1);
+		expect(await readdir(join(dir, "local-ca"))).toEqual(["race"]);
 	});
 
 	it("fails with ISSUE_FAILED when its state directory cannot be written, and recovers later", async () => {

@@ -1,0 +1,93 @@
+/**
+ * Served-certificate probe: one TLS handshake by SNI, reporting the leaf the server presented.
+ * Verification is off on purpose: the probe reads what is served (expired, self-signed, wrong name
+ * included) so certificatee can compare it with what it pushed. Nothing is sent after the handshake.
+ */
+import { connect } from "node:tls";
+import { describeCertificate, normaliseSerial } from "../certificates/index.js";
+import { CertificateeError } from "../errors.js";
+import type { ServedCertificate } from "../reconcile/model.js";
+
+export interface ProbeOptions {
+	/** "host:port" ("[::1]:443" for IPv6). */
+	address: string;
+	/** Server name sent in the ClientHello. */
+	sni: string;
+	/** Optional CA bundle: when given, `verified` reports whether the chain checks out against it. */
+	ca?: string;
+	/** Default 5000 ms. */
+	timeoutMs?: number;
+	signal?: AbortSignal;
+}
+
+export interface ProbeResult extends ServedCertificate {
+	/** Only with `ca`: the served chain verified against it (names are not checked). */
+	verified?: boolean;
+}
+
+export function parseHostPort(address: string): { host: string; port: number } {
+	const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(address);
+	if (!m) throw new CertificateeError("CONFIG_INVALID", `probe address "${address}" is not host:port`);
+	return { host: m[1] ?? m[2] ?? "", port: Number(m[3]) };
+}
+
+export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
+	let target: { host: string; port: number };
+	try {
+		target = parseHostPort(options.address);
+	} catch (e) {
+		return Promise.reject(e);
+	}
+	const { host, port } = target;
+	const timeoutMs = options.timeoutMs ?? 5_000;
+	const failed = (reason: string, cause?: unknown) =>
+		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${options.sni}: ${reason}`, {
+			context: { endpoint: options.address, certificate: options.sni, operation: "probe" },
+			retryable: true,
+			hint: "check the probe address and that the frontend listens with TLS",
+			cause,
+		});
+	return new Promise((resolve, reject) => {
+		const socket = connect({
+			host,
+			port,
+			servername: options.sni,
+			rejectUnauthorized: false,
+			ca: options.ca,
+			ALPNProtocols: ["http/1.1"],
+		});
+		const finish = (fn: () => void) => {
+			clearTimeout(timer);
+			options.signal?.removeEventListener("abort", onAbort);
+			socket.destroy();
+			fn();
+		};
+		const timer = setTimeout(
+			() => finish(() => reject(failed(`no handshake within ${timeoutMs} ms`))),
+			timeoutMs,
+		);
+		const onAbort = () => finish(() => reject(failed("aborted")));
+		options.signal?.addEventListener("abort", onAbort, { once: true });
+		socket.once("secureConnect", () => {
+			const peer = socket.getPeerX509Certificate();
+			const verified = options.ca === undefined ? undefined : socket.authorized;
+			finish(() => {
+				if (!peer) {
+					reject(failed("the server presented no certificate"));
+					return;
+				}
+				const info = describeCertificate(peer);
+				const result: ProbeResult = {
+					sni: options.sni,
+					serial: normaliseSerial(info.serial),
+					fingerprint: info.fingerprint,
+					names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
+					notAfter: info.notAfter,
+				};
+				if (verified !== undefined) result.verified = verified;
+				resolve(result);
+			});
+		});
+		socket.once("error", (e) => finish(() => reject(failed(e.message, e))));
+	});
+}

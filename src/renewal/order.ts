@@ -1,0 +1,87 @@
+/**
+ * One order: ask the issuer, check what it returned with the certificate model (an invalid result is a
+ * failure and is never stored), then store it in the certificate's history. Failure is a value.
+ */
+import { loadBundle } from "../certificates/index.js";
+import type { Bundle } from "../certificates/types.js";
+import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
+import type { Issuer } from "../sources/types.js";
+import {
+	type CertificateRecord,
+	type IssuedCertificate,
+	type StoredRecord,
+	storeIssued,
+} from "../store/records.js";
+import type { StateStore } from "../store/types.js";
+import type { CertificateSpec } from "./schema.js";
+
+export type OrderResult =
+	| { ok: true; bundle: Bundle; jitter: number }
+	| { ok: false; error: CertificateeError };
+
+export interface OrderDeps {
+	store: StateStore;
+	issuer: Issuer;
+	spec: CertificateSpec;
+	/** The record read before deciding: the history is extended with compare-and-swap on its version. */
+	previous: StoredRecord<CertificateRecord> | undefined;
+}
+
+export async function order(
+	deps: OrderDeps,
+	run: { now: Date; random: () => number; signal: AbortSignal },
+): Promise<OrderResult> {
+	const { issuer, spec } = deps;
+	const source = `issuer ${issuer.name}: ${spec.name}`;
+	let issued: Awaited<ReturnType<Issuer["issue"]>>;
+	try {
+		issued = await issuer.issue(
+			{
+				certificate: spec.name,
+				domains: spec.domains,
+				keyType: spec.key_type,
+				...(spec.lifetime !== undefined ? { lifetimeMs: spec.lifetime } : {}),
+			},
+			run.signal,
+		);
+	} catch (e) {
+		const error = isCertificateeError(e)
+			? e
+			: new CertificateeError("ISSUE_FAILED", `${source}: ${describeError(e)}`, {
+					retryable: true,
+					cause: e,
+				});
+		return { ok: false, error };
+	}
+	const loaded = loadBundle(
+		{ cert: issued.certPem, chain: issued.chainPem, key: issued.keyPem },
+		{ source, now: run.now, requiredNames: spec.domains },
+	);
+	if (!loaded.ok) {
+		const first = loaded.problems[0];
+		const error = new CertificateeError(
+			"ISSUE_FAILED",
+			`${source}: the issued certificate is invalid: ${first?.message ?? "unknown problem"}`,
+			{ context: { certificate: spec.name }, retryable: true, cause: first },
+		);
+		return { ok: false, error };
+	}
+	await storeIssued(deps.store, spec.name, issuedRecord(loaded.bundle, spec, run.now), deps.previous);
+	// Drawn once, when the certificate is stored; the policy only reads it afterwards.
+	return { ok: true, bundle: loaded.bundle, jitter: run.random() };
+}
+
+function issuedRecord(bundle: Bundle, spec: CertificateSpec, now: Date): IssuedCertificate {
+	return {
+		certPem: bundle.certPem,
+		chainPem: bundle.chainPem,
+		keyPem: bundle.key.reveal(),
+		issuer: spec.issuer,
+		domains: spec.domains,
+		keyType: spec.key_type,
+		serial: bundle.leaf.serial,
+		notBefore: bundle.leaf.notBefore.toISOString(),
+		notAfter: bundle.leaf.notAfter.toISOString(),
+		issuedAt: now.toISOString(),
+	};
+}

@@ -1,0 +1,238 @@
+/**
+ * The `haproxy-runtime` target: a HAProxy node reached through its runtime socket, with its certificate
+ * files in crt_dir. observe() reads both sides (files, HAProxy's in-memory store and crt-lists) over one
+ * connection; apply() performs one Action and reports it as a value; nothing here ever reloads HAProxy.
+ */
+import { type Bundle, checkBundle, combinedPem } from "../../certificates/index.js";
+import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
+import { probeServed } from "../../probe/index.js";
+import type {
+	Action,
+	ActionResult,
+	EndpointDriver,
+	EndpointObservation,
+	ObservedRef,
+	RefMeta,
+} from "../../reconcile/model.js";
+import { checkNameRemoval } from "./guard.js";
+import type { CertDetail } from "./parse.js";
+import type { RuntimeTargetConfig } from "./schema.js";
+import { RuntimeClient } from "./socket.js";
+import { type CrtDirCache, readCrtDir, removeFile, writeAtomic } from "./storage.js";
+import { addCertificate, updateCertificate } from "./transaction.js";
+
+export { checkNameRemoval, droppedNames } from "./guard.js";
+export { type RuntimeTargetConfig, runtimeTargetSchema } from "./schema.js";
+export { RuntimeClient, type RuntimeClientOptions, type WorkerIdentity } from "./socket.js";
+export { abortOpenTransaction, addCertificate, type RuntimeWrite, updateCertificate } from "./transaction.js";
+
+export interface RuntimeEndpointDeps {
+	/** A client to share (tests, or one per node across targets); default: one made from the config. */
+	client?: RuntimeClient;
+	/** Probe handshake timeout. Default 5000 ms. */
+	probeTimeoutMs?: number;
+	/** The clock: observation times, and refusing expired or not-yet-valid certificates before sending. */
+	now?: () => Date;
+}
+
+/** The driver plus `close()`, which ends its socket connection. */
+export type RuntimeEndpoint = EndpointDriver & { close(): Promise<void> };
+
+export function createRuntimeEndpoint(
+	config: RuntimeTargetConfig,
+	deps: RuntimeEndpointDeps = {},
+): RuntimeEndpoint {
+	const client =
+		deps.client ??
+		new RuntimeClient({
+			address: config.socket,
+			master: config.master_socket,
+			name: config.name,
+			timeoutMs: config.timeout,
+			bufsize: config.bufsize,
+		});
+	const dirName = (config.crt_dir_name ?? config.crt_dir).replace(/\/+$/, "");
+	const runtimeName = (ref: string) => `${dirName}/${ref}`;
+	const context = { endpoint: config.name, target: config.name };
+	const fileCache: CrtDirCache = new Map();
+
+	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
+		try {
+			signal.throwIfAborted();
+			const worker = await client.checkWorker();
+			const [files, list, lists] = await Promise.all([
+				readCrtDir(config.crt_dir, fileCache),
+				client.showCerts(),
+				client.showCrtLists(),
+			]);
+			const prefix = `${dirName}/`;
+			const inDir = list.names.filter((n) => n.startsWith(prefix) && !n.slice(prefix.length).includes("/"));
+			// Queued back to back on the one connection: no connection per certificate.
+			const [details, members] = await Promise.all([
+				Promise.all(inDir.map((n) => client.showCert(n))),
+				Promise.all(lists.map(async (l) => ({ list: l, entries: (await client.showCrtList(l)) ?? [] }))),
+			]);
+			signal.throwIfAborted();
+			const refs = new Map<string, ObservedRef>();
+			const refOf = (ref: string): ObservedRef => {
+				let r = refs.get(ref);
+				if (!r) {
+					r = { ref, runtimeName: runtimeName(ref), crtLists: [] };
+					refs.set(ref, r);
+				}
+				return r;
+			};
+			for (const [ref, meta] of files) refOf(ref).storage = meta;
+			inDir.forEach((name, i) => {
+				const detail = details[i];
+				if (detail) refOf(name.slice(prefix.length)).runtime = runtimeMeta(detail);
+			});
+			for (const { list: l, entries } of members) {
+				for (const e of entries) {
+					if (!e.file.startsWith(prefix)) continue;
+					const r = refs.get(e.file.slice(prefix.length));
+					if (r && !r.crtLists.includes(l)) r.crtLists.push(l);
+				}
+			}
+			return {
+				endpoint: config.name,
+				ok: true,
+				refs: [...refs.values()].sort((x, y) => x.ref.localeCompare(y.ref)),
+				observedAt: deps.now?.() ?? new Date(),
+				info: {
+					pid: String(worker.pid),
+					uptime_sec: String(worker.uptimeSec),
+					...(list.transaction ? { open_transaction: list.transaction } : {}),
+				},
+			};
+		} catch (e) {
+			return { endpoint: config.name, ok: false, error: asError(e, "observe") };
+		}
+	}
+
+	async function apply(action: Action, signal: AbortSignal): Promise<ActionResult> {
+		try {
+			signal.throwIfAborted();
+			return await perform(action);
+		} catch (e) {
+			const error = asError(e, action.op);
+			const result: ActionResult = { action, ok: false, error };
+			if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
+				result.note =
+					"not hot-updatable on this node (request too large for tune.bufsize); the file on disk applies at the next reload";
+			}
+			return result;
+		}
+	}
+
+	async function perform(action: Action): Promise<ActionResult> {
+		switch (action.op) {
+			case "storage-create":
+			case "storage-replace":
+				await writeAtomic(config.crt_dir, action.ref, combinedPem(action.bundle));
+				return { action, ok: true };
+			case "storage-delete":
+				return (await removeFile(config.crt_dir, action.ref))
+					? { action, ok: true }
+					: { action, ok: true, note: "file already gone" };
+			case "runtime-set": {
+				const invalid = checkSendable(action.bundle, action.ref);
+				if (invalid) return { action, ok: false, error: invalid };
+				const current = await client.showCert(action.runtimeName);
+				const refused = current
+					? checkNameRemoval({
+							current: servedNames(current),
+							next: [...action.bundle.leaf.dnsNames, ...action.bundle.leaf.ipAddresses],
+							allowNameRemoval: config.allow_name_removal,
+							endpoint: config.name,
+							ref: action.ref,
+						})
+					: undefined;
+				if (refused) return { action, ok: false, error: refused };
+				await updateCertificate(client, action.runtimeName, combinedPem(action.bundle));
+				return { action, ok: true };
+			}
+			case "runtime-add": {
+				const invalid = checkSendable(action.bundle, action.ref);
+				if (invalid) return { action, ok: false, error: invalid };
+				const list = action.crtList || config.crt_list || dirName;
+				if (!(await client.showCrtLists()).includes(list)) {
+					return {
+						action,
+						ok: true,
+						note: `pending reload: HAProxy has no crt-list "${list}" to add ${action.runtimeName} to; the file on disk is loaded at the next reload`,
+					};
+				}
+				const write = await addCertificate(client, action.runtimeName, combinedPem(action.bundle), list);
+				return write.addedToCrtList
+					? { action, ok: true }
+					: { action, ok: true, note: `already in crt-list ${list}` };
+			}
+			case "crt-list-remove": {
+				const entries = await client.showCrtList(action.crtList);
+				if (!entries?.some((e) => e.file === action.runtimeName)) {
+					return { action, ok: true, note: `not in crt-list ${action.crtList}` };
+				}
+				await client.delCrtListEntry(action.crtList, action.runtimeName);
+				return { action, ok: true };
+			}
+			case "runtime-delete": {
+				if ((await client.showCert(action.runtimeName)) === undefined) {
+					return { action, ok: true, note: "not in HAProxy's store" };
+				}
+				await client.delCert(action.runtimeName);
+				return { action, ok: true };
+			}
+			default: {
+				const never: never = action;
+				throw new Error(`unknown action ${JSON.stringify(never)}`);
+			}
+		}
+	}
+
+	/** HAProxy accepts expired certificates: certificatee checks dates (and chain) itself. */
+	function checkSendable(bundle: Bundle, ref: string): CertificateeError | undefined {
+		const now = deps.now?.() ?? new Date();
+		return checkBundle(bundle, { source: `${config.name} ${ref}`, now })[0];
+	}
+
+	function asError(e: unknown, operation: string): CertificateeError {
+		if (isCertificateeError(e)) return e;
+		return new CertificateeError(
+			"ENDPOINT_ERROR",
+			`${config.name}: ${operation} failed: ${describeError(e)}`,
+			{
+				context: { ...context, operation },
+				cause: e,
+			},
+		);
+	}
+
+	const driver: RuntimeEndpoint = {
+		name: config.name,
+		observe,
+		apply,
+		close: () => client.close(),
+	};
+	const probeAddress = config.probe;
+	if (probeAddress !== undefined) {
+		driver.probe = (sni, signal) =>
+			probeServed({ address: probeAddress, sni, signal, timeoutMs: deps.probeTimeoutMs ?? 5_000 });
+	}
+	return driver;
+}
+
+function runtimeMeta(detail: CertDetail): RefMeta {
+	const meta: RefMeta = { status: detail.status, names: servedNames(detail) };
+	if (detail.serial) meta.serial = detail.serial;
+	if (detail.sha1) meta.sha1 = detail.sha1;
+	if (detail.notAfter) meta.notAfter = detail.notAfter;
+	return meta;
+}
+
+/** The names HAProxy derives SNI entries from: the DNS SANs, or the CN when there are none. */
+function servedNames(detail: CertDetail): string[] {
+	if (detail.sans.length > 0) return [...new Set(detail.sans)].sort();
+	const cn = /(?:^|\/)CN=([^/]+)/.exec(detail.subject ?? "")?.[1];
+	return cn ? [cn.toLowerCase()] : [];
+}

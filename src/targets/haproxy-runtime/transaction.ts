@@ -1,0 +1,127 @@
+/**
+ * Whole certificate writes over the runtime socket, each one serialised per node and verified by reading
+ * back: a stale transaction (crash, failed commit) is aborted first, a failed step aborts ours, and a
+ * worker change during the write is reported as RUNTIME_RELOADED (the write reached a stopping worker).
+ */
+import { X509Certificate } from "node:crypto";
+import { normaliseSerial } from "../../certificates/index.js";
+import { CertificateeError } from "../../errors.js";
+import { type CertDetail, normalisePem } from "./parse.js";
+import type { CrtListEntryOptions, RuntimeClient } from "./socket.js";
+
+/** What HAProxy holds after a verified write. */
+export interface RuntimeWrite {
+	detail: CertDetail;
+	/** Name of a transaction left open by someone else that was aborted first. */
+	abortedStale?: string;
+	/** The certificate store was created by this write (`new ssl cert`). */
+	created: boolean;
+	/** A crt-list entry was added by this write. */
+	addedToCrtList: boolean;
+}
+
+/** Replaces the content of an existing certificate store: set, commit, read back. */
+export function updateCertificate(client: RuntimeClient, name: string, pem: string): Promise<RuntimeWrite> {
+	return client.exclusive(() => write(client, name, pem, undefined));
+}
+
+/**
+ * Makes a new certificate live without reload: `new ssl cert` (unless the store exists), set, commit,
+ * then `add ssl crt-list <crtList>` unless the list already references it. For a crt directory the list
+ * is the directory path without trailing slash and `name` must start with it.
+ */
+export function addCertificate(
+	client: RuntimeClient,
+	name: string,
+	pem: string,
+	crtList: string,
+	entry?: CrtListEntryOptions,
+): Promise<RuntimeWrite> {
+	return client.exclusive(() => write(client, name, pem, { list: crtList, entry: entry ?? {} }));
+}
+
+async function write(
+	client: RuntimeClient,
+	name: string,
+	pem: string,
+	add: { list: string; entry: CrtListEntryOptions } | undefined,
+): Promise<RuntimeWrite> {
+	const expected = leafIdentity(pem, client.name, name);
+	const before = await client.checkWorker();
+	const abortedStale = await abortOpenTransaction(client);
+	let created = false;
+	let addedToCrtList = false;
+	try {
+		if (add) {
+			const existing = await client.showCert(name);
+			if (existing === undefined) {
+				await client.newCert(name);
+				created = true;
+			}
+		}
+		await client.setCert(name, pem);
+		await client.commitCert(name);
+		if (add) {
+			const entries = (await client.showCrtList(add.list)) ?? [];
+			if (!entries.some((e) => e.file === name)) {
+				await client.addCrtListEntry(add.list, name, add.entry);
+				addedToCrtList = true;
+			}
+		}
+	} catch (e) {
+		await abortOpenTransaction(client).catch(() => undefined);
+		if (created) await client.delCert(name).catch(() => undefined);
+		throw e;
+	}
+	const after = await client.checkWorker();
+	if (after.pid !== before.pid) {
+		throw new CertificateeError(
+			"RUNTIME_RELOADED",
+			`HAProxy on ${client.name} reloaded during the write of ${name} (worker ${before.pid} -> ${after.pid}); the new worker serves the files on disk`,
+			{
+				context: { endpoint: client.name, certificate: name, operation: "verify" },
+				retryable: true,
+				hint: "the write is retried on the new worker in the next cycle",
+			},
+		);
+	}
+	const detail = await client.showCert(name);
+	if (!detail || detail.serial !== expected.serial || detail.sha1 !== expected.sha1) {
+		throw new CertificateeError(
+			"RUNTIME_COMMAND_FAILED",
+			`read-back of ${name} on ${client.name} shows serial ${detail?.serial ?? "(none)"}, expected ${expected.serial}`,
+			{ context: { endpoint: client.name, certificate: name, operation: "show ssl cert" } },
+		);
+	}
+	return { detail, abortedStale, created, addedToCrtList };
+}
+
+/** Aborts whatever transaction is open on the node; returns its name. */
+export async function abortOpenTransaction(client: RuntimeClient): Promise<string | undefined> {
+	const { transaction } = await client.showCerts();
+	if (transaction === undefined) return undefined;
+	await client.abortCert(transaction);
+	return transaction;
+}
+
+/** Serial and SHA-1 of the first certificate in a PEM, as HAProxy prints them. */
+function leafIdentity(pem: string, endpoint: string, name: string): { serial: string; sha1: string } {
+	const block = /-----BEGIN CERTIFICATE-----\n[\s\S]*?\n-----END CERTIFICATE-----/.exec(normalisePem(pem));
+	try {
+		if (!block) throw new Error("no certificate block");
+		const cert = new X509Certificate(block[0]);
+		return {
+			serial: normaliseSerial(cert.serialNumber),
+			sha1: cert.fingerprint.replaceAll(":", "").toUpperCase(),
+		};
+	} catch (cause) {
+		throw new CertificateeError(
+			"BUNDLE_BAD_CERTIFICATE",
+			`the PEM for ${name} holds no readable certificate`,
+			{
+				context: { endpoint, certificate: name, operation: "set ssl cert" },
+				cause,
+			},
+		);
+	}
+}

@@ -1,0 +1,58 @@
+import { X509Certificate } from "node:crypto";
+import { createServer, type Server } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isCertificateeError } from "../../src/errors.js";
+import { probeServed } from "../../src/probe/index.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
+import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+
+describe("probe: what a TLS handshake by SNI shows", () => {
+	let ca: TestIssuer;
+	let leaf: TestLeaf;
+	let h: Haproxy;
+	let silent: Server;
+
+	beforeAll(async () => {
+		ca = await createTestCa("probe root");
+		leaf = await issueTestLeaf(ca, { names: ["p.test", "127.0.0.1"], serial: "00AB01" });
+		h = await startHaproxy({ crtDir: { "p.pem": leaf.combinedPem } });
+		silent = createServer(() => undefined).listen(0, "127.0.0.1");
+	});
+	afterAll(async () => {
+		silent?.close();
+		await h?.stop();
+	});
+
+	it("reports the served leaf: normalised serial, SHA-256, names, expiry", async () => {
+		const x = new X509Certificate(leaf.certPem);
+		const served = await probeServed({ address: h.address, sni: "p.test" });
+		expect(served).toEqual({
+			sni: "p.test",
+			serial: "AB01",
+			fingerprint: x.fingerprint256.replaceAll(":", ""),
+			names: ["127.0.0.1", "p.test"],
+			notAfter: new Date(x.validTo),
+		});
+		expect((await probeServed({ address: h.address, sni: "other.test" })).names).toEqual(["default.invalid"]);
+	});
+
+	it("says whether the chain verifies when a CA is given", async () => {
+		expect((await probeServed({ address: h.address, sni: "p.test", ca: ca.certPem })).verified).toBe(true);
+		const stranger = await createTestCa("stranger");
+		expect((await probeServed({ address: h.address, sni: "p.test", ca: stranger.certPem })).verified).toBe(
+			false,
+		);
+	});
+
+	it("fails with PROBE_FAILED on a silent port, a closed port and a bad address", async () => {
+		const address = silent.address();
+		const port = typeof address === "object" && address ? address.port : 0;
+		const timeout = await probeServed({ address: `127.0.0.1:${port}`, sni: "p.test", timeoutMs: 200 }).catch(
+			(e: unknown) => e,
+		);
+		expect(isCertificateeError(timeout, "PROBE_FAILED")).toBe(true);
+		const refused = await probeServed({ address: "127.0.0.1:1", sni: "p.test" }).catch((e: unknown) => e);
+		expect(isCertificateeError(refused, "PROBE_FAILED")).toBe(true);
+		await expect(probeServed({ address: "no-port", sni: "p.test" })).rejects.toThrow(/host:port/);
+	});
+});

@@ -1,0 +1,103 @@
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isCertificateeError } from "../../../src/errors.js";
+import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
+import { abortOpenTransaction, updateCertificate } from "../../../src/targets/haproxy-runtime/transaction.js";
+import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
+import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
+
+const BINDS = 500;
+
+describe("targets/haproxy-runtime: HAProxy's certificate lock and the one transaction", () => {
+	let ca: TestIssuer;
+	let h: Haproxy;
+	let wide: string;
+
+	beforeAll(async () => {
+		ca = await createTestCa("locking root");
+		const shared = await issueTestLeaf(ca, { names: ["wide.test"] });
+		const other = await issueTestLeaf(ca, { names: ["o.test"] });
+		const tag = randomBytes(4).toString("hex");
+		// One certificate used by many bind lines: each commit rebuilds every instance and holds the lock.
+		const binds = Array.from(
+			{ length: BINDS },
+			(_, i) => `    bind abns@certificatee-${tag}-${i} ssl crt {dir}/pinned/wide.pem`,
+		);
+		h = await startHaproxy({
+			crtDir: { "o.pem": other.combinedPem },
+			pinned: { "wide.pem": shared.combinedPem },
+			extraConfig: ["frontend fe_wide", ...binds, "    http-request return status 200"].join("\n"),
+		});
+		wide = join(h.pinnedDir, "wide.pem");
+	});
+	afterAll(async () => {
+		await h?.stop();
+	});
+
+	it("answers 'locked' while a commit rebuilds instances: RUNTIME_LOCKED without retries, success with them", async () => {
+		const writer = new RuntimeClient({ address: h.adminSocket, name: "writer" });
+		const impatient = new RuntimeClient({ address: h.adminSocket, name: "impatient", lockAttempts: 1 });
+		const patient = new RuntimeClient({ address: h.adminSocket, name: "patient", lockAttempts: 30 });
+		try {
+			const versions = await Promise.all(
+				Array.from({ length: 2 }, () => issueTestLeaf(ca, { names: ["wide.test"] })),
+			);
+			const codes = new Set<string>();
+			let writing = true;
+			let last = "";
+			// Commit until the impatient reader has met the lock (bounded: the test fails if it never does).
+			const writes = (async () => {
+				for (let round = 0; round < 60 && codes.size === 0; round++) {
+					const v = versions[round % 2];
+					if (!v) break;
+					await updateCertificate(writer, wide, v.combinedPem);
+					last = v.serial;
+					// A pause between commits, as a real writer has: patient readers get through.
+					await new Promise((r) => setTimeout(r, 20));
+				}
+				writing = false;
+			})();
+			const impatientReads = (async () => {
+				while (writing) {
+					await impatient.showCert(join(h.crtDir, "o.pem")).catch((e: unknown) => {
+						codes.add(isCertificateeError(e) ? e.code : String(e));
+					});
+				}
+			})();
+			let patientReads = 0;
+			const patientLoop = (async () => {
+				while (writing) {
+					expect((await patient.showCert(join(h.crtDir, "o.pem")))?.filename).toBe(join(h.crtDir, "o.pem"));
+					patientReads += 1;
+				}
+			})();
+			await Promise.all([writes, impatientReads, patientLoop]);
+			expect([...codes]).toEqual(["RUNTIME_LOCKED"]);
+			expect(patientReads).toBeGreaterThan(0);
+			expect((await patient.showCert(wide))?.serial).toBe(last);
+		} finally {
+			await Promise.all([writer.close(), impatient.close(), patient.close()]);
+		}
+	});
+
+	it("orders a write between pipelined reads: reads issued after it see its effect", async () => {
+		const client = new RuntimeClient({ address: h.adminSocket });
+		try {
+			await abortOpenTransaction(client);
+			const name = join(h.crtDir, "o.pem");
+			const v = await issueTestLeaf(ca, { names: ["o.test"] });
+			const [before, created, during] = await Promise.all([
+				client.showCerts(),
+				client.setCert(name, v.combinedPem),
+				client.showCerts(),
+			]);
+			expect(before.transaction).toBeUndefined();
+			expect(created).toBe("created");
+			expect(during.transaction).toBe(name);
+			expect(await client.abortCert(name)).toBe(true);
+		} finally {
+			await client.close();
+		}
+	});
+});
