@@ -139,15 +139,37 @@ describe("ACME issuer over real DNS-01 with a hook", () => {
 		expect(error.message).toBe("dns_hook set _acme-challenge.slow.test timed out after 300 ms");
 	});
 
-	it("stops when the caller's signal aborts, with ISSUE_FAILED 'was cancelled'", async () => {
+	it("stops when the caller's signal aborts: the running hook is killed, ISSUE_FAILED 'was cancelled'", async () => {
+		const pidFile = path.join(dir, "hook.pid");
+		await rm(pidFile, { force: true });
+		// The hook records its pid, then becomes `sleep 5` (exec keeps the pid).
+		const hook = ["/bin/sh", "-c", `echo $$ > ${pidFile}; exec sleep 5`, "hook"];
 		const controller = new AbortController();
-		setTimeout(() => controller.abort(), 300);
-		const error = await dnsIssuer({ dns_hook: slowHook })
+		const pending = dnsIssuer({ dns_hook: hook })
 			.issue({ certificate: "cancel", domains: ["cancel.test"], keyType: "ecdsa-p256" }, controller.signal)
 			.catch((e: unknown) => e);
+		let pid = 0;
+		while (!pid) {
+			pid = Number((await readFile(pidFile, "utf8").catch(() => "")).trim());
+			if (!pid) await new Promise((r) => setTimeout(r, 20));
+		}
+		controller.abort();
+		const error = await pending;
 		expect(isCertificateeError(error, "ISSUE_FAILED")).toBe(true);
 		if (!isCertificateeError(error)) return;
 		expect(error.message).toBe("ACME authorization for cancel was cancelled");
 		expect(error.retryable).toBe(true);
+		// The hook is gone (killed, then reaped), long before its 5 s sleep would end.
+		const alive = () => {
+			try {
+				process.kill(pid, 0);
+				return true;
+			} catch {
+				return false;
+			}
+		};
+		const deadline = Date.now() + 3000;
+		while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+		expect(alive()).toBe(false);
 	});
 });

@@ -1,6 +1,5 @@
 /** The HTTP-01 responder on its own, and behind a real HAProxy that routes /.well-known/acme-challenge/ to it. */
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -8,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../../src/errors.js";
 import { createHttp01Responder } from "../../../src/sources/acme/http01.js";
 import { createAcmeIssuer } from "../../../src/sources/acme/index.js";
+import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
 import { freePorts } from "../../harness/ports.js";
 import { expectValidIssue, pebbleConfig } from "./helpers.js";
@@ -69,19 +69,15 @@ describe("HTTP-01 responder", () => {
 
 describe("behind HAProxy", () => {
 	let pebble: PebbleHandle;
-	let haproxy: ChildProcess | undefined;
+	let haproxy: Haproxy | undefined;
 	let responderPort: number;
 
 	beforeAll(async () => {
 		pebble = await startPebble({ validation: "real" });
 		[responderPort] = (await freePorts(1)) as [number];
 		// The route docs/acme.md tells operators to add, on the port Pebble's VA connects to (80 in production).
-		const config = `
-defaults
-	mode http
-	timeout connect 2s
-	timeout client 5s
-	timeout server 5s
+		haproxy = await startHaproxy({
+			extraConfig: `
 frontend web
 	bind 127.0.0.1:${pebble.httpPort}
 	acl acme_challenge path_beg /.well-known/acme-challenge/
@@ -91,27 +87,12 @@ backend certificatee_acme
 	server certificatee 127.0.0.1:${responderPort}
 backend site
 	http-request return status 200 content-type text/plain string "site"
-`;
-		const file = path.join(dir, "haproxy.cfg");
-		await writeFile(file, config);
-		haproxy = spawn("/usr/sbin/haproxy", ["-db", "-f", file], { stdio: ["ignore", "ignore", "pipe"] });
-		const deadline = Date.now() + 5000;
-		while (Date.now() < deadline) {
-			const ok = await fetch(`http://127.0.0.1:${pebble.httpPort}/`).then(
-				(r) => r.ok,
-				() => false,
-			);
-			if (ok) break;
-			await new Promise((r) => setTimeout(r, 50));
-		}
+`,
+		});
 	});
 
 	afterAll(async () => {
-		if (haproxy && haproxy.exitCode === null) {
-			const exited = new Promise((r) => haproxy?.once("exit", r));
-			haproxy.kill("SIGTERM");
-			await exited;
-		}
+		await haproxy?.stop();
 		await pebble?.stop();
 	});
 
