@@ -71,10 +71,14 @@ describe("behind HAProxy", () => {
 	let pebble: PebbleHandle;
 	let haproxy: Haproxy | undefined;
 	let responderPort: number;
+	let reservation: net.Server | undefined;
 
 	beforeAll(async () => {
+		// Hold the responder's port while Pebble and HAProxy pick theirs, so neither can take it.
+		reservation = net.createServer();
+		await new Promise<void>((r) => reservation?.listen(0, "127.0.0.1", r));
+		responderPort = (reservation.address() as net.AddressInfo).port;
 		pebble = await startPebble({ validation: "real" });
-		[responderPort] = (await freePorts(1)) as [number];
 		// The route docs/acme.md tells operators to add, on the port Pebble's VA connects to (80 in production).
 		haproxy = await startHaproxy({
 			extraConfig: `
@@ -92,12 +96,14 @@ backend site
 	});
 
 	afterAll(async () => {
+		if (reservation?.listening) await new Promise((r) => reservation?.close(r));
 		await haproxy?.stop();
 		await pebble?.stop();
 	});
 
 	it("Pebble validates through HAProxy's route to the responder", async () => {
 		expect(await get(`http://127.0.0.1:${pebble.httpPort}/`)).toEqual({ status: 200, body: "site" });
+		await new Promise((r) => reservation?.close(r));
 		const acme = createAcmeIssuer(
 			pebbleConfig(pebble, { http01: { listen: `127.0.0.1:${responderPort}` } }),
 			{
