@@ -1,12 +1,20 @@
-/** Free loopback ports from the OS, for test processes that cannot listen on port 0 themselves. */
+/** Free loopback ports, for test processes that cannot listen on port 0 themselves. */
 import dgram from "node:dgram";
 import net from "node:net";
 
-function tcpPort(): Promise<net.Server> {
-	return new Promise((resolve, reject) => {
+/**
+ * Ports are drawn below Linux's ephemeral range (32768-60999): a port the OS handed out with bind(0) can be
+ * taken again, before our process binds it, as the local end of any outgoing loopback connection, and the
+ * suite makes many. Below the range only another listener can take it.
+ */
+const LOW = 20_000;
+const HIGH = 32_767;
+
+function tryTcp(port: number): Promise<net.Server | undefined> {
+	return new Promise((resolve) => {
 		const server = net.createServer();
-		server.once("error", reject);
-		server.listen(0, "127.0.0.1", () => resolve(server));
+		server.once("error", () => resolve(undefined));
+		server.listen(port, "127.0.0.1", () => resolve(server));
 	});
 }
 
@@ -26,10 +34,13 @@ export async function freePorts(count: number, options: { udp?: boolean } = {}):
 	const held: net.Server[] = [];
 	const ports: number[] = [];
 	try {
-		while (ports.length < count) {
-			const server = await tcpPort();
+		for (let tries = 0; ports.length < count; tries++) {
+			if (tries > 1000) throw new Error("no free loopback ports below the ephemeral range");
+			const port = LOW + Math.floor(Math.random() * (HIGH - LOW + 1));
+			if (ports.includes(port)) continue;
+			const server = await tryTcp(port);
+			if (!server) continue;
 			held.push(server);
-			const port = (server.address() as net.AddressInfo).port;
 			if (options.udp && !(await udpFree(port))) continue;
 			ports.push(port);
 		}
