@@ -230,7 +230,17 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			try {
 				const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
 				const base = (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo;
-				if (dir.status !== 200 || typeof base !== "string") return undefined;
+				if (dir.status !== 200) {
+					throw new CertificateeError(
+						"ACME_ERROR",
+						`ACME directory ${directoryUrl} answered HTTP ${dir.status}`,
+						{
+							context: { endpoint: directoryUrl, operation, status: dir.status },
+							retryable: true,
+						},
+					);
+				}
+				if (typeof base !== "string") return undefined;
 				const url = `${base.replace(/\/+$/, "")}/${ariCertId(certPem)}`;
 				const res = await acmeRequest(transport, ctx, url, "get");
 				if (res.status === 404) return undefined;

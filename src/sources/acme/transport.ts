@@ -68,7 +68,7 @@ const USER_AGENT = `certificatee/${VERSION} (acme-client)`;
 const MAX_RETRY_AFTER_MS = 30_000;
 
 function errorCode(e: unknown): string | undefined {
-	const code = (e as { code?: unknown; cause?: { code?: unknown } } | undefined)?.code;
+	const code = (e as { code?: unknown } | undefined)?.code;
 	if (typeof code === "string") return code;
 	const causeCode = (e as { cause?: { code?: unknown } } | undefined)?.cause?.code;
 	return typeof causeCode === "string" ? causeCode : undefined;
