@@ -67,6 +67,8 @@ export interface ErrorContext {
 	certificate?: string;
 	operation?: string;
 	status?: number;
+	/** ACME problem type from the CA (RFC 8555 §6.7), e.g. "urn:ietf:params:acme:error:rejectedIdentifier". */
+	problem?: string;
 }
 
 export interface ErrorOptions {

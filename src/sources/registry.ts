@@ -4,7 +4,7 @@
  * Kinds that read ready-made certificates build a Source; kinds that make them (local-ca, acme) an Issuer.
  */
 import type { SourceConfig } from "../config/schema.js";
-import { CertificateeError } from "../errors.js";
+import { createAcmeIssuer } from "./acme/index.js";
 import { createDirectorySource } from "./directory/index.js";
 import { createLocalCaIssuer } from "./local-ca/index.js";
 import type { BuiltSource, Issuer, Source, SourceDeps } from "./types.js";
@@ -20,16 +20,7 @@ export const sourceFactories = {
 		source: createDirectorySource(config, deps.clock ? { clock: deps.clock } : {}),
 	}),
 	"local-ca": (config, deps) => ({ role: "issuer", issuer: createLocalCaIssuer(config, deps) }),
-	acme: (config) => {
-		// Placeholder until src/sources/acme/index.ts lands (branch acme); replace this line with its factory.
-		throw new CertificateeError(
-			"NOT_AVAILABLE",
-			`source "${config.name}": the acme issuer is not built yet`,
-			{
-				context: { field: "sources" },
-			},
-		);
-	},
+	acme: (config, deps) => ({ role: "issuer", issuer: createAcmeIssuer(config, deps) }),
 } satisfies { [K in SourceConfig["type"]]: Factory<K> };
 
 export function buildSource(config: SourceConfig, deps: SourceDeps): BuiltSource {

@@ -1,0 +1,270 @@
+/**
+ * The ACME issuer (`type: acme`): orders certificates from an ACME CA with acme-client, answering HTTP-01
+ * with the built-in responder and DNS-01 through the operator's hook. One account per issuer, kept in the
+ * state directory and reused; a new private key per issuance; at most `concurrency` orders in flight.
+ */
+import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
+import path from "node:path";
+import acme from "acme-client";
+import pLimit from "p-limit";
+import { Agent } from "undici";
+import { Secret } from "../../certificates/types.js";
+import { CertificateeError } from "../../errors.js";
+import type { IssuedPem, IssueRequest, Issuer, RenewalWindow } from "../types.js";
+import { type AccountStore, fileAccountStore } from "./account.js";
+import { ariCertId, parseRenewalInfo } from "./ari.js";
+import { createChallengeSolver } from "./challenges.js";
+import { createDnsHook } from "./dns01.js";
+import { createHttp01Responder } from "./http01.js";
+import { createCertificateKey } from "./keys.js";
+import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
+import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
+import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
+
+export { type AccountStore, fileAccountStore, type StoredAccount } from "./account.js";
+export { ariCertId } from "./ari.js";
+export { type AcmeSourceConfig, acmeSourceSchema } from "./schema.js";
+
+/** pino-compatible. */
+export interface AcmeLogger {
+	info(fields: object, message: string): void;
+	warn(fields: object, message: string): void;
+}
+
+export interface AcmeIssuerDeps {
+	/** certificatee's state directory; the account lives in `<stateDir>/acme/<issuer name>/`. */
+	stateDir: string;
+	/** Replaces the file-based account store (the state store plugs in here). */
+	accountStore?: AccountStore;
+	logger?: AcmeLogger;
+}
+
+/** An Issuer that holds a connection pool: close() it when the issuer is dropped. */
+export interface AcmeIssuer extends Issuer {
+	renewalWindow(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
+	close(): Promise<void>;
+}
+
+interface Account {
+	key: Secret;
+	url: string;
+}
+
+const silent: AcmeLogger = { info() {}, warn() {} };
+
+function readConfigFile(file: string, field: string, secret: boolean): string {
+	try {
+		return readFileSync(file, "utf8").trim();
+	} catch (e) {
+		throw new CertificateeError(
+			secret ? "CONFIG_SECRET_UNREADABLE" : "CONFIG_INVALID",
+			`cannot read ${field} ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+			{
+				context: { file, field },
+				cause: e,
+			},
+		);
+	}
+}
+
+/** Lowercased, deduplicated, order kept (the first name becomes the CN). */
+function normaliseDomains(domains: readonly string[]): string[] {
+	return [...new Set(domains.map((d) => d.trim().toLowerCase()).filter((d) => d.length > 0))];
+}
+
+export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps): AcmeIssuer {
+	const directoryUrl = config.directory_url;
+	const logger = deps.logger ?? silent;
+	const store = deps.accountStore ?? fileAccountStore(path.join(deps.stateDir, "acme", config.name));
+	const ca = config.ca_file ? readConfigFile(config.ca_file, "ca_file", false) : undefined;
+	const eab = config.eab
+		? {
+				kid: config.eab.kid,
+				hmacKey: config.eab.hmac_key ?? readConfigFile(config.eab.hmac_key_file!, "eab.hmac_key_file", true),
+			}
+		: undefined;
+	const http01Listen = config.http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
+	const solver = createChallengeSolver({
+		issuer: config.name,
+		directoryUrl,
+		responder: http01Listen ? createHttp01Responder(http01Listen) : undefined,
+		dnsHook: config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined,
+		dnsHookTimeoutMs: config.dns_hook_timeout,
+		propagationWaitMs: config.dns_propagation_wait,
+		logger,
+	});
+	const pollMs = config.poll_interval;
+	const timeoutMs = config.timeout;
+	const agent = new Agent({ connect: ca ? { ca } : {}, keepAliveTimeout: 10_000 });
+	const transport: TransportOptions = {
+		dispatcher: agent,
+		retries: config.http_retries,
+		requestTimeoutMs: 30_000,
+		retryDelayMs: 500,
+	};
+	const limit = pLimit(config.concurrency);
+
+	const newClient = (key: Secret, accountUrl: string | undefined, ctx: TransportContext): acme.Client => {
+		const client = new acme.Client({
+			directoryUrl,
+			accountKey: key.reveal(),
+			...(accountUrl ? { accountUrl } : {}),
+			...(eab ? { externalAccountBinding: eab } : {}),
+			backoffMin: pollMs,
+			backoffMax: pollMs * 10,
+			backoffAttempts: 30,
+		});
+		attachTransport(client, transport, ctx);
+		return client;
+	};
+
+	const registerAccount = async (signal: AbortSignal): Promise<Account> => {
+		const ctx: TransportContext = { signal, problems: [] };
+		try {
+			const stored = await store.load();
+			if (stored?.accountUrl && stored.directoryUrl === directoryUrl)
+				return { key: stored.key, url: stored.accountUrl };
+			const key = stored?.key ?? new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
+			// The key is on disk before the CA knows it: after a crash, the same key finds the same account.
+			if (!stored) await store.save({ key });
+			const client = newClient(key, undefined, ctx);
+			await client.createAccount({
+				termsOfServiceAgreed: config.agree_tos,
+				...(config.email ? { contact: [`mailto:${config.email}`] } : {}),
+			});
+			const url = client.getAccountUrl();
+			await store.save({ key, directoryUrl, accountUrl: url });
+			logger.info({ issuer: config.name, directory: directoryUrl, account: url }, "ACME account registered");
+			return { key, url };
+		} catch (e) {
+			throw toAcmeError(e, {
+				operation: "account registration",
+				endpoint: directoryUrl,
+				problems: ctx.problems,
+				signal,
+			});
+		}
+	};
+
+	// One registration shared by concurrent issuances; it has its own deadline, so one caller giving up
+	// does not fail the others (each caller stops waiting on its own signal).
+	let account: Promise<Account> | undefined;
+	const ensureAccount = (signal: AbortSignal): Promise<Account> => {
+		account ??= registerAccount(AbortSignal.timeout(timeoutMs)).catch((e: unknown) => {
+			account = undefined;
+			throw e;
+		});
+		const shared = account;
+		return new Promise<Account>((resolve, reject) => {
+			const onAbort = () => reject(signal.reason);
+			if (signal.aborted) return onAbort();
+			signal.addEventListener("abort", onAbort, { once: true });
+			shared.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+		});
+	};
+
+	const issueOne = async (request: IssueRequest, outer: AbortSignal): Promise<IssuedPem> => {
+		const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
+		const ctx: TransportContext = { signal, problems: [] };
+		const domains = normaliseDomains(request.domains);
+		let operation = "account registration";
+		const scope: ProblemScope = {
+			certificate: request.certificate,
+			operation,
+			endpoint: directoryUrl,
+			...(http01Listen ? { http01: http01Listen } : {}),
+			problems: ctx.problems,
+			signal,
+		};
+		try {
+			signal.throwIfAborted();
+			if (domains.length === 0) {
+				throw new CertificateeError("ISSUE_FAILED", `certificate ${request.certificate} has no domains`, {
+					context: { certificate: request.certificate, field: "domains" },
+				});
+			}
+			const { key, url } = await ensureAccount(signal);
+			const client = newClient(key, url, ctx);
+			operation = "new order";
+			const order = await client.createOrder({
+				identifiers: domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d })),
+			});
+			operation = "authorization";
+			const authorizations = await client.getAuthorizations(order);
+			await solver.validateAll(client, authorizations, scope);
+			operation = "finalize";
+			const keyPem = await createCertificateKey(request.keyType);
+			const first = domains[0]!;
+			const [, csr] = await acme.crypto.createCsr(
+				{ altNames: domains, ...(first.length <= 64 && !isIP(first) ? { commonName: first } : {}) },
+				keyPem,
+			);
+			const finalized = await client.finalizeOrder(order, csr);
+			operation = "certificate download";
+			const pem = await client.getCertificate(finalized);
+			const [certPem, ...chain] = acme.crypto.splitPemChain(pem);
+			if (!certPem) {
+				throw new CertificateeError(
+					"ACME_ERROR",
+					`the CA returned no certificate for ${request.certificate}`,
+					{
+						context: { endpoint: directoryUrl },
+						retryable: true,
+					},
+				);
+			}
+			logger.info({ issuer: config.name, certificate: request.certificate, domains }, "certificate issued");
+			return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
+		} catch (e) {
+			throw toAcmeError(e, { ...scope, operation });
+		}
+	};
+
+	return {
+		name: config.name,
+		issue: (request, signal) => limit(() => issueOne(request, signal)),
+		async renewalWindow(certPem, signal) {
+			const ctx: TransportContext = { signal, problems: [] };
+			const operation = "renewal info";
+			try {
+				const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
+				const base = (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo;
+				if (dir.status !== 200) {
+					throw new CertificateeError(
+						"ACME_ERROR",
+						`ACME directory ${directoryUrl} answered HTTP ${dir.status}`,
+						{
+							context: { endpoint: directoryUrl, operation, status: dir.status },
+							retryable: true,
+						},
+					);
+				}
+				if (typeof base !== "string") return undefined;
+				const url = `${base.replace(/\/+$/, "")}/${ariCertId(certPem)}`;
+				const res = await acmeRequest(transport, ctx, url, "get");
+				if (res.status === 404) return undefined;
+				if (res.status !== 200) {
+					const problem = ctx.problems.at(-1);
+					throw new CertificateeError(
+						"ACME_ERROR",
+						`renewalInfo ${url} answered HTTP ${res.status}${problem ? `: ${describeProblem(problem)}` : ""}`,
+						{
+							context: {
+								endpoint: url,
+								operation,
+								status: res.status,
+								...(problem ? { problem: problem.type } : {}),
+							},
+							retryable: true,
+						},
+					);
+				}
+				return parseRenewalInfo(url, res.data);
+			} catch (e) {
+				throw toAcmeError(e, { operation, endpoint: directoryUrl, problems: ctx.problems, signal });
+			}
+		},
+		close: () => agent.close(),
+	};
+}

@@ -1,0 +1,86 @@
+/** The `type: acme` config schema and the file account store, without a CA. */
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Secret } from "../../../src/certificates/types.js";
+import { isCertificateeError } from "../../../src/errors.js";
+import { acmeSourceSchema, fileAccountStore } from "../../../src/sources/acme/index.js";
+
+const minimal = { name: "le", type: "acme", directory_url: "https://acme.example/dir" };
+
+describe("acmeSourceSchema", () => {
+	it("fills every default", () => {
+		expect(acmeSourceSchema.parse(minimal)).toEqual({
+			...minimal,
+			agree_tos: true,
+			dns_hook_timeout: 60_000,
+			dns_propagation_wait: 0,
+			concurrency: 4,
+			poll_interval: 1000,
+			timeout: 300_000,
+			http_retries: 2,
+		});
+	});
+
+	it.each([
+		[{ ...minimal, directory_url: "ftp://x/dir" }, "directory_url"],
+		[{ ...minimal, unknown_key: 1 }, "unknown_key"],
+		[{ ...minimal, key_type: "rsa-2048" }, "key_type"],
+		[{ ...minimal, email: "not-an-email" }, "email"],
+		[{ ...minimal, http01: { listen: "8402" } }, "http01.listen"],
+		[{ ...minimal, dns_hook: [] }, "dns_hook"],
+		[{ ...minimal, timeout: "5 minutes" }, "timeout"],
+		[{ ...minimal, concurrency: 0 }, "concurrency"],
+		[{ ...minimal, eab: { kid: "k" } }, "eab"],
+		[{ ...minimal, eab: { kid: "k", hmac_key: "a", hmac_key_file: "/f" } }, "eab"],
+	])("rejects %j at %s", (input, where) => {
+		const result = acmeSourceSchema.safeParse(input);
+		expect(result.success).toBe(false);
+		const paths = result.error?.issues.map((i) =>
+			i.path.length ? i.path.join(".") : (i as { keys?: string[] }).keys?.join("."),
+		);
+		expect(paths).toContain(where);
+	});
+});
+
+describe("fileAccountStore", () => {
+	let dir: string;
+	beforeAll(async () => {
+		dir = await mkdtemp(path.join(tmpdir(), "certificatee-account-store-"));
+	});
+	afterAll(async () => {
+		await rm(dir, { recursive: true, force: true });
+	});
+
+	it("round-trips an account in 0600 files and writes nothing when nothing changed", async () => {
+		const store = fileAccountStore(path.join(dir, "a"));
+		expect(await store.load()).toBeUndefined();
+		const account = {
+			key: new Secret("-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n"),
+			directoryUrl: "https://ca/dir",
+			accountUrl: "https://ca/acct/1",
+		};
+		await store.save(account);
+		const loaded = await store.load();
+		expect(loaded?.key.reveal()).toBe(account.key.reveal());
+		expect(loaded?.accountUrl).toBe("https://ca/acct/1");
+		const before = await stat(path.join(dir, "a", "account.key"));
+		expect(before.mode & 0o777).toBe(0o600);
+		expect((await stat(path.join(dir, "a"))).mode & 0o777).toBe(0o700);
+		await store.save(account);
+		expect((await stat(path.join(dir, "a", "account.key"))).ino).toBe(before.ino);
+		expect(JSON.stringify(loaded)).not.toContain("PRIVATE KEY");
+	});
+
+	it("reports a corrupt account.json as STATE_CORRUPT naming the file", async () => {
+		const store = fileAccountStore(path.join(dir, "b"));
+		await store.save({ key: new Secret("k") });
+		await writeFile(path.join(dir, "b", "account.json"), '{"account_url": 7}');
+		const error = await store.load().catch((e: unknown) => e);
+		expect(isCertificateeError(error, "STATE_CORRUPT")).toBe(true);
+		if (!isCertificateeError(error)) return;
+		expect(error.context.file).toBe(path.join(dir, "b", "account.json"));
+		expect(await readFile(path.join(dir, "b", "account.key"), "utf8")).toBe("k");
+	});
+});
