@@ -8,7 +8,14 @@ export interface CheckOptions {
 	now: Date;
 	/** Names the configuration says this certificate must cover. */
 	requiredNames?: readonly string[];
+	/**
+	 * How far in the future a notBefore may be and still count as valid (clock skew between the CA and
+	 * this machine; some CAs stamp notBefore with the second they sign). Default 5 minutes.
+	 */
+	skewMs?: number;
 }
+
+export const DEFAULT_SKEW_MS = 5 * 60_000;
 
 /** Every problem with a parsed bundle, empty when it may be pushed. */
 export function checkBundle(bundle: Bundle, options: CheckOptions): CertificateeError[] {
@@ -28,7 +35,7 @@ export function checkBundle(bundle: Bundle, options: CheckOptions): Certificatee
 					},
 				),
 			);
-		} else if (cert.notBefore.getTime() > now.getTime()) {
+		} else if (cert.notBefore.getTime() > now.getTime() + (options.skewMs ?? DEFAULT_SKEW_MS)) {
 			problems.push(
 				new CertificateeError(
 					"BUNDLE_NOT_YET_VALID",

@@ -42,6 +42,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		throw e;
 	}
 	const { sources, issuers } = built;
+	const acmeIssuers = new Set(config.sources.filter((s) => s.type === "acme").map((s) => s.name));
 	const load = createDesiredLoader(
 		{
 			sources,
@@ -72,6 +73,11 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		nextWake: () => earliestRenewal(statuses),
 		afterCycle() {
 			options.metrics?.recordRenewals(statuses.map(renewalView));
+			for (const s of statuses) {
+				if (s.ordered && acmeIssuers.has(s.issuer)) {
+					options.metrics?.recordAcmeOrder(s.issuer, s.lastError ? "failure" : "success");
+				}
+			}
 		},
 		watch(wake) {
 			for (const s of sources) if (s.watch) watchers.push(s.watch(wake));
