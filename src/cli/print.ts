@@ -2,6 +2,7 @@
 import { formatDuration } from "../config/duration.js";
 import type { Verdict } from "../reconcile/classify.js";
 import type { CycleReport, EndpointReport } from "../reconcile/report.js";
+import { type RenewalInfo, statusSummary } from "./status-view.js";
 import { type Cell, renderTable, type Styler } from "./table.js";
 
 function verdictLine(v: Verdict): string {
@@ -90,7 +91,7 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 export interface StatusOptions {
 	now: Date;
 	endpoint?: string;
-	renewals?: ReadonlyMap<string, { nextRenewal?: Date; issuer?: string }>;
+	renewals?: RenewalInfo;
 }
 
 function expiresIn(notAfter: string, now: Date): Cell {
@@ -104,29 +105,19 @@ function expiresIn(notAfter: string, now: Date): Cell {
 export function renderStatus(report: CycleReport, style: Styler, options: StatusOptions): string[] {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const targetNames = report.targets.map((t) => t.target);
-	const rows = report.certificates.map((c) => {
-		const renewal = options.renewals?.get(c.name);
-		const perTarget = report.targets.map((t): Cell => {
-			const eps = t.endpoints.filter(
-				(e) => e.verdicts.some((v) => "certificate" in v && v.certificate === c.name) || !e.ok,
-			);
-			const converged = eps.filter(
-				(e) =>
-					e.ok &&
-					e.verdicts.some((v) => v.class === "in-sync" && v.certificate === c.name) &&
-					e.served.filter((s) => s.certificate === c.name).every((s) => s.match),
-			).length;
-			return { text: `${converged}/${eps.length}`, colour: converged === eps.length ? "green" : "red" };
-		});
-		return [
-			c.name,
-			c.names.join(","),
-			c.origin,
-			expiresIn(c.notAfter, options.now),
-			renewal?.nextRenewal ? formatDuration(renewal.nextRenewal.getTime() - options.now.getTime()) : "-",
-			...perTarget,
-		];
-	});
+	const rows = statusSummary(report, options.renewals).certificates.map((c) => [
+		c.name,
+		c.names.join(","),
+		c.origin,
+		expiresIn(c.notAfter, options.now),
+		c.nextRenewal ? formatDuration(Date.parse(c.nextRenewal) - options.now.getTime()) : "-",
+		...c.targets.map(
+			(t): Cell => ({
+				text: `${t.converged}/${t.total}`,
+				colour: t.converged === t.total ? "green" : "red",
+			}),
+		),
+	]);
 	const out = renderTable(
 		["CERTIFICATE", "NAMES", "FROM", "EXPIRES IN", "RENEWS IN", ...targetNames],
 		rows,

@@ -12,8 +12,9 @@ export interface Styler {
 	paint(cell: Cell | string): string;
 }
 
-export function styler(colour: boolean): Styler {
-	const c = pc.createColors(colour);
+/** Colour when asked (stdout is a TTY) unless NO_COLOR is set to a non-empty value (no-color.org). */
+export function styler(colour: boolean, env: NodeJS.ProcessEnv = process.env): Styler {
+	const c = pc.createColors(colour && !env.NO_COLOR);
 	return {
 		paint(cell) {
 			if (typeof cell === "string") return cell;

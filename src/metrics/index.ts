@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { CycleReport, EndpointReport } from "../reconcile/report.js";
+import { refsAfterCycle } from "./refs.js";
 
 export interface RenewalView {
 	certificate: string;
@@ -53,16 +54,12 @@ export function createMetrics(): Metrics {
 	);
 	gauge(
 		"certificatee_ref_not_after_timestamp_seconds",
-		"Expiry of every observed ref, unmanaged ones included.",
+		"Expiry of every ref an endpoint holds after the cycle's writes, unmanaged ones included.",
 		["target", "endpoint", "ref", "class"],
 		(g) => {
 			for (const e of endpoints())
-				for (const r of e.refs)
-					if (r.notAfter)
-						g.set(
-							{ target: e.target, endpoint: e.endpoint, ref: r.ref, class: r.class },
-							seconds(r.notAfter),
-						);
+				for (const r of refsAfterCycle(e, last?.certificates ?? []))
+					g.set({ target: e.target, endpoint: e.endpoint, ref: r.ref, class: r.class }, seconds(r.notAfter));
 		},
 	);
 	gauge(

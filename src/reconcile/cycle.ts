@@ -5,7 +5,7 @@
 import pLimit from "p-limit";
 import type { SourceProblem } from "../sources/types.js";
 import type { DesiredCertificate } from "./model.js";
-import type { CycleReport, TargetReport } from "./report.js";
+import type { CycleReport, EndpointReport, TargetReport } from "./report.js";
 
 export type CycleMode = "plan" | "sync";
 
@@ -13,7 +13,13 @@ export type CycleMode = "plan" | "sync";
 export interface TargetRunner {
 	readonly name: string;
 	readonly kind: string;
-	run(desired: readonly DesiredCertificate[], mode: CycleMode, signal: AbortSignal): Promise<TargetReport>;
+	/** `onEndpoint` is called as each endpoint finishes (progress on large fleets). */
+	run(
+		desired: readonly DesiredCertificate[],
+		mode: CycleMode,
+		signal: AbortSignal,
+		onEndpoint?: (report: EndpointReport) => void,
+	): Promise<TargetReport>;
 }
 
 export interface DesiredSet {
@@ -25,6 +31,8 @@ export interface CycleDeps {
 	loadDesired(signal: AbortSignal): Promise<DesiredSet>;
 	targets: readonly TargetRunner[];
 	now(): Date;
+	/** Called as each endpoint finishes, for progress. */
+	onEndpoint?(report: EndpointReport): void;
 	/** Targets run at once (each bounds its own endpoints). */
 	targetConcurrency?: number;
 }
@@ -34,7 +42,7 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, signal: AbortSi
 	const desired = await deps.loadDesired(signal);
 	const limit = pLimit(deps.targetConcurrency ?? 4);
 	const targets = await Promise.all(
-		deps.targets.map((t) => limit(() => t.run(desired.certificates, mode, signal))),
+		deps.targets.map((t) => limit(() => t.run(desired.certificates, mode, signal, deps.onEndpoint))),
 	);
 	return {
 		mode,

@@ -58,6 +58,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			all: readonly DesiredCertificate[],
 			mode: CycleMode,
 			signal: AbortSignal,
+			onEndpoint?: (report: EndpointReport) => void,
 		): Promise<TargetReport> {
 			const desired = selectCertificates(all, options.certificates).map((certificate) => ({
 				ref: canonicalRef(certificate.name),
@@ -78,6 +79,9 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 							mode,
 							signal,
 							now: options.now,
+						}).then((report) => {
+							onEndpoint?.(report);
+							return report;
 						}),
 					),
 				),

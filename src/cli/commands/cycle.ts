@@ -1,10 +1,13 @@
 /** `plan`, `sync --once` and `status`: one cycle through the same runCycle, shown three ways. */
+import type { Config } from "../../config/schema.js";
 import { buildEngine } from "../../daemon/engine.js";
 import { runCycle } from "../../reconcile/cycle.js";
 import { failedEndpoints } from "../../reconcile/report.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
 import { renderPlan, renderStatus } from "../print.js";
+import { createProgress } from "../progress.js";
+import { statusSummary } from "../status-view.js";
 import { styler } from "../table.js";
 
 export async function planCommand(ctx: CommandContext): Promise<void> {
@@ -55,18 +58,32 @@ export async function syncCommand(ctx: CommandContext): Promise<void> {
 	}
 }
 
+/** Endpoints a configuration reaches (a Data Plane API target has several; the others one). */
+function endpointCount(config: Config): number {
+	return config.targets.reduce((n, t) => n + (t.type === "haproxy-dataplane" ? t.endpoints.length : 1), 0);
+}
+
 export async function statusCommand(ctx: CommandContext, options: { endpoint?: string }): Promise<void> {
 	const { config } = ctx.loadConfig();
 	const engine = await buildEngine(config, { log: ctx.log, readOnly: true });
+	const progress = ctx.options.json
+		? createProgress(0, "")
+		: createProgress(endpointCount(config), "observing endpoints");
 	try {
-		const report = await runCycle(engine.deps, "plan", new AbortController().signal);
-		if (ctx.options.json) {
-			ctx.out(JSON.stringify({ ...report, renewals: engine.renewals() }, null, 2));
-			return;
-		}
+		const report = await runCycle(
+			{ ...engine.deps, onEndpoint: () => progress.tick() },
+			"plan",
+			new AbortController().signal,
+		);
+		progress.done();
 		const renewals = new Map(
 			engine.renewals().map((r) => [r.name, { nextRenewal: new Date(r.nextRenewalAt), issuer: r.issuer }]),
 		);
+		if (ctx.options.json) {
+			const summary = statusSummary(report, renewals);
+			ctx.out(JSON.stringify({ ...report, renewals: engine.renewals(), summary }, null, 2));
+			return;
+		}
 		const lines = renderStatus(report, styler(process.stdout.isTTY === true), {
 			now: new Date(),
 			...(options.endpoint ? { endpoint: options.endpoint } : {}),
@@ -74,6 +91,7 @@ export async function statusCommand(ctx: CommandContext, options: { endpoint?: s
 		});
 		for (const line of lines) ctx.out(line);
 	} finally {
+		progress.done();
 		await engine.close();
 	}
 }

@@ -17,15 +17,13 @@ export function createDirectoryRunner(
 	return {
 		name: config.name,
 		kind: "directory",
-		async run(desired: readonly DesiredCertificate[], mode: CycleMode) {
+		async run(desired: readonly DesiredCertificate[], mode: CycleMode, _signal, onEndpoint) {
 			const started = Date.now();
 			const report =
 				mode === "plan" ? await planReport(config, desired) : await syncReport(config, desired, options);
-			return {
-				target: config.name,
-				kind: "directory",
-				endpoints: [{ ...report, durationMs: Date.now() - started }],
-			};
+			const endpoint = { ...report, durationMs: Date.now() - started };
+			onEndpoint?.(endpoint);
+			return { target: config.name, kind: "directory", endpoints: [endpoint] };
 		},
 	};
 }

@@ -1,0 +1,70 @@
+/** `certificatee ca export` as a child process: the local CA's root PEM, or an error naming the sources. */
+import { execFile } from "node:child_process";
+import { X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+const cli = join(import.meta.dirname, "../../dist/cli/main.js");
+const dir = mkdtempSync(join(tmpdir(), "certificatee-ca-export-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function certificatee(args: string[]) {
+	try {
+		const r = await run(process.execPath, [cli, ...args], { cwd: dir });
+		return { code: 0, stdout: r.stdout, stderr: r.stderr };
+	} catch (e) {
+		const err = e as { code: number; stdout: string; stderr: string };
+		return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+	}
+}
+
+function config(name: string, sources: string[]): string {
+	const file = join(dir, `${name}.yaml`);
+	writeFileSync(
+		file,
+		[`state_dir: ${join(dir, "state")}`, "sources:", ...sources.map((s) => `  - ${s}`), ""].join("\n"),
+	);
+	return file;
+}
+
+describe("cli/ca export (the built CLI as a child process)", () => {
+	it("prints the root of the first local-ca source, the same one every time, the one it signs with", async () => {
+		const f = config("two", [
+			"{ name: files, type: directory, path: /nonexistent }",
+			"{ name: internal, type: local-ca, ca_common_name: Internal Test CA }",
+			"{ name: other, type: local-ca, ca_common_name: Other Test CA }",
+		]);
+		const r = await certificatee(["ca", "export", "--config", f]);
+		expect(r.code).toBe(0);
+		expect(r.stdout).toMatch(/^-----BEGIN CERTIFICATE-----\n[\s\S]+\n-----END CERTIFICATE-----\n$/);
+		expect(r.stdout).not.toContain("PRIVATE KEY");
+		const root = new X509Certificate(r.stdout);
+		expect(root.ca).toBe(true);
+		expect(root.subject).toContain("CN=Internal Test CA");
+		expect(root.verify(root.publicKey)).toBe(true);
+		// The CA it created on first use is the one kept in the state directory.
+		const stored = readFileSync(join(dir, "state", "local-ca", "internal", "ca.crt"), "utf8");
+		expect(new X509Certificate(stored).fingerprint256).toBe(root.fingerprint256);
+		expect((await certificatee(["ca", "export", "--config", f])).stdout).toBe(r.stdout);
+		const other = await certificatee(["ca", "export", "--source", "other", "--config", f]);
+		expect(new X509Certificate(other.stdout).subject).toContain("CN=Other Test CA");
+	});
+
+	it("fails naming the local-ca sources there are, or saying there is none", async () => {
+		const none = config("none", ["{ name: files, type: directory, path: /nonexistent }"]);
+		const r = await certificatee(["ca", "export", "--config", none]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toBe("");
+		expect(r.stderr).toContain("no local-ca source is configured");
+		expect(r.stderr).toContain("local-ca sources: none");
+		const one = config("one", ["{ name: internal, type: local-ca }"]);
+		const wrong = await certificatee(["ca", "export", "--source", "nope", "--config", one]);
+		expect(wrong.code).toBe(1);
+		expect(wrong.stderr).toContain('no local-ca source named "nope"');
+		expect(wrong.stderr).toContain("local-ca sources: internal");
+	});
+});
