@@ -187,6 +187,9 @@ describe("cli/status (the built CLI as a child process, on a real HAProxy)", () 
 		expect(r.stdout).not.toMatch(ANSI);
 		expect(r.stderr).not.toMatch(ANSI);
 		expect(r.stdout).toMatch(/^a\s+a\.test,www\.a\.test\s+.*1\/1\s+0\/1\s+0\/1$/m);
+		const detail = await certificatee(["status", "--endpoint", "lb1", "--config", config]);
+		expect(detail.stdout).toMatch(/^ {4}storage-replace b\.pem serial \S+: /m);
+		expect(detail.stdout).toContain("legacy_a.pem: legacy duplicate of a.pem");
 		const noColour = await onTty(["status", "--config", config], { ...baseEnv, NO_COLOR: "1" });
 		expect(noColour).toContain("CERTIFICATE");
 		expect(noColour).not.toMatch(ANSI);
