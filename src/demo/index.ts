@@ -4,6 +4,7 @@
  * real HAProxy it starts on loopback, hot-swapping at each renewal (a lifetime of 90 s renews every minute).
  */
 import { join, resolve } from "node:path";
+import { stringify } from "yaml";
 import { combinedPem, parseBundle } from "../certificates/index.js";
 import type { LoadedConfig } from "../config/load.js";
 import { parseConfig } from "../config/load.js";
@@ -29,13 +30,9 @@ export const DEMO_CERTIFICATES = [
 	{ name: "demo-b", domains: ["b.demo.test"] },
 ];
 
-export function demoConfig(
-	stateDir: string,
-	listen: string,
-	lifetime: string,
-	haproxy?: DemoHaproxy,
-): LoadedConfig {
-	const raw = {
+/** The demo's configuration as a config file would hold it (written to `<state-dir>/certificatee.yaml`). */
+export function demoRawConfig(stateDir: string, listen: string, lifetime: string, haproxy?: DemoHaproxy) {
+	return {
 		state_dir: stateDir,
 		interval: "30s",
 		listen,
@@ -56,7 +53,15 @@ export function demoConfig(
 				: []),
 		],
 	};
-	return parseConfig(raw, "(embedded default)", { env: {} });
+}
+
+export function demoConfig(
+	stateDir: string,
+	listen: string,
+	lifetime: string,
+	haproxy?: DemoHaproxy,
+): LoadedConfig {
+	return parseConfig(demoRawConfig(stateDir, listen, lifetime, haproxy), "(embedded default)", { env: {} });
 }
 
 export async function runDemo(options: DemoOptions): Promise<void> {
@@ -99,6 +104,9 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 	}
 	const listen = `127.0.0.1:${await freePort()}`;
 	const loaded = demoConfig(stateDir, listen, lifetime, haproxy);
+	// The same configuration as a file, so `certificatee status -c` can read the demo's live state.
+	const configFile = join(stateDir, "certificatee.yaml");
+	writeFileSync(configFile, stringify(demoRawConfig(stateDir, listen, lifetime, haproxy)), { mode: 0o644 });
 	const metrics = createMetrics();
 	try {
 		await runDaemon({
@@ -123,6 +131,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 					);
 				}
 				out(`  metrics: curl http://${address}/metrics   health: http://${address}/readyz`);
+				out(`  the whole story: certificatee status -c ${configFile}`);
 				out("");
 			},
 		});

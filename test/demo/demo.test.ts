@@ -4,17 +4,20 @@
  * verifies against the CA file it prints, renews once without a reload, and on SIGINT exits 0 leaving no
  * process behind.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "node:tls";
+import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
+import type { StatusSummary } from "../../src/cli/status-view.js";
 import { socketCommand } from "../harness/haproxy.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
 
+const run = promisify(execFile);
 const cli = join(import.meta.dirname, "../../dist/cli/main.js");
 const dir = mkdtempSync(join(tmpdir(), "certificatee-demo-"));
 const stateDir = join(dir, "state");
@@ -154,6 +157,21 @@ describe("demo (the built CLI as a child process)", () => {
 			async () => (fileCert() !== first.serial ? true : undefined),
 			5_000,
 		);
+		// `certificatee status` on the configuration file the demo printed tells the same story.
+		const configFile = /certificatee status -c (\S+)/.exec(printed)?.[1] ?? "";
+		const status = await run(process.execPath, [cli, "--json", "status", "-c", configFile], { env });
+		const summary = (JSON.parse(status.stdout) as { summary: StatusSummary }).summary;
+		expect(summary.certificates.map((c) => [c.name, c.issuer])).toEqual([
+			["demo-a", "demo-ca"],
+			["demo-b", "demo-ca"],
+		]);
+		for (const c of summary.certificates) {
+			expect(c.targets).toEqual([
+				{ target: "demo-files", converged: 1, total: 1 },
+				{ target: "demo-haproxy", converged: 1, total: 1 },
+			]);
+		}
+		expect(summary.duplicates).toEqual([]);
 		const scrape = await (await fetch(metricsUrl)).text();
 		expect(scrape).toMatch(/certificatee_reloads_caused_total|certificatee_ref_in_sync/);
 		expect(scrape).not.toMatch(/certificatee_reloads_caused_total\{/);
