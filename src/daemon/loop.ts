@@ -94,22 +94,30 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 			wake = undefined;
 			if (reloadRequested) {
 				reloadRequested = false;
+				let next: LoadedConfig | undefined;
 				try {
-					const next = options.loadConfig();
-					const nextEngine = await options.build(next.config);
-					await engine.close();
-					engine = nextEngine;
-					engine.watch?.(wakeUp);
-					if (next.config.listen !== loaded.config.listen) {
-						log.warn(
-							{ listen: next.config.listen },
-							"listen changed: restart certificatee to move the metrics server",
-						);
-					}
-					loaded = next;
-					log.info({ config: next.file }, "configuration reloaded");
+					next = options.loadConfig();
 				} catch (e) {
 					log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+				}
+				if (next !== undefined) {
+					// The old engine holds the state directory's lock: it must close before the new one opens it.
+					await engine.close();
+					try {
+						engine = await options.build(next.config);
+						if (next.config.listen !== loaded.config.listen) {
+							log.warn(
+								{ listen: next.config.listen },
+								"listen changed: restart certificatee to move the metrics server",
+							);
+						}
+						loaded = next;
+						log.info({ config: next.file }, "configuration reloaded");
+					} catch (e) {
+						log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+						engine = await options.build(loaded.config);
+					}
+					engine.watch?.(wakeUp);
 				}
 			}
 		}
