@@ -38,6 +38,9 @@ export interface HaproxyOptions {
 	defaultPem?: string;
 	/** Extra direct `crt <file>` entries on the bind line (cannot be deleted at runtime): file -> PEM. */
 	pinned?: Record<string, string>;
+	/** Write the pinned files beside the crt-list's certificates (`<dir>/list/`) rather than in `<dir>/pinned/`,
+	 * so one storage directory holds both (a Data Plane API double over `<dir>/list`). */
+	pinnedBesideCrtList?: boolean;
 	/** `tune.bufsize`; HAProxy's default (16384) when absent. */
 	bufsize?: number;
 	/** `stats timeout`. Default "10s" (HAProxy's default). */
@@ -210,7 +213,7 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 	await writeFile(crtListPath, listLines.map((l) => `${l}\n`).join(""));
 	const pinned: string[] = [];
 	for (const [file, pem] of Object.entries(options.pinned ?? {})) {
-		const path = join(pinnedDir, file);
+		const path = join(options.pinnedBesideCrtList ? listDir : pinnedDir, file);
 		await writeSecret(path, pem);
 		pinned.push(path);
 	}

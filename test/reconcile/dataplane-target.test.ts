@@ -62,6 +62,8 @@ async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<Endpoi
 	return report.endpoints[0] as EndpointReport;
 }
 
+const e0Verdicts = (all: EndpointReport["verdicts"][]) =>
+	(all[0] ?? []).map((v) => `${v.class} ${"ref" in v ? v.ref : v.sni}`);
 const served = async (h: Haproxy, sni: string) => (await probeServed({ address: h.address, sni })).serial;
 const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
 const WRITE_OPS = /^(create|replace|delete|add)/;
@@ -82,12 +84,14 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		const pid = await h.workerPid();
 		const want = [desired("barsone", keeper, names)];
 		const perCycle: string[][] = [];
+		const perVerdicts: EndpointReport["verdicts"][] = [];
 		const apiPerCycle: number[] = [];
 		for (let i = 0; i < 10; i++) {
 			const before = apiWrites(d);
 			const e = await cycle(t, want);
 			expect(e.ok).toBe(true);
 			perCycle.push(writes(e));
+			perVerdicts.push(e.verdicts);
 			apiPerCycle.push(apiWrites(d) - before);
 		}
 		expect(perCycle[0]).toEqual([
@@ -98,8 +102,78 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(perCycle.slice(1).flat()).toEqual([]);
 		expect(apiPerCycle).toEqual([3, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
 		expect(d.count("createStorageSSLCertificate")).toBe(0);
+		const legacyRequests = d.requests.filter((r) =>
+			decodeURIComponent(r.path + r.query).includes("legacy_barsone"),
+		);
+		expect(legacyRequests.filter((r) => r.method !== "get").map((r) => r.operation)).toEqual([
+			"deleteCrtListEntry",
+			"deleteCert",
+			"deleteStorageSSLCertificate",
+		]);
 		expect(existsSync(join(h.crtDir, "legacy_barsone.pem"))).toBe(false);
+		// Gone from HAProxy's runtime listing too (crt-list removal, then runtime delete): no reload needed.
+		expect((await d.runtime.showCerts()).names.filter((n) => n.includes("legacy_barsone"))).toEqual([]);
+		expect(e0Verdicts(perVerdicts)).toContain("legacy-duplicate legacy_barsone.pem");
 		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(keeper.serial));
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+	});
+
+	it("a pinned duplicate (a direct crt line in haproxy.cfg) is kept current and reported, never deleted, never served old", async () => {
+		const names = ["pinned.test", "www.pinned.test"];
+		const v1 = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const h = await startHaproxy({
+			crtList: [{ file: "pinned.pem", pem: v1.combinedPem }],
+			pinned: { "legacy_pinned.pem": legacy.combinedPem },
+			pinnedBesideCrtList: true,
+		});
+		const storageDir = join(h.dir, "list");
+		const d = await startDpapiDouble({ haproxy: h, storageDir });
+		const config = dataplaneTargetSchema.parse({
+			name: "fra-staging",
+			type: "haproxy-dataplane",
+			storage_dir: storageDir,
+			crt_list: h.crtListPath,
+			endpoints: [
+				{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
+			],
+		});
+		const t = buildTarget(config, { now: () => new Date() });
+		running.push({ h, d, t });
+		const pid = await h.workerPid();
+		const deletes = () =>
+			d.requests.filter((r) => r.method === "delete").map((r) => `${r.operation} ${r.path}`);
+
+		const first = await cycle(t, [desired("pinned", v1, names)]);
+		expect(first.ok).toBe(true);
+		const pinned = first.verdicts.find((v) => v.class === "pinned");
+		expect(pinned).toMatchObject({ ref: "legacy_pinned.pem", keeper: "pinned.pem" });
+		expect(writes(first)).toEqual(["storage-replace legacy_pinned.pem", "runtime-set legacy_pinned.pem"]);
+		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(v1.serial));
+
+		const settled = apiWrites(d);
+		const second = await cycle(t, [desired("pinned", v1, names)]);
+		expect(writes(second)).toEqual([]);
+		expect(second.verdicts.map((v) => v.class)).toContain("pinned");
+		expect(apiWrites(d)).toBe(settled);
+
+		// A renewal of the keeper re-inserts its SNI entries, so HAProxy may now serve the pinned duplicate:
+		// it carries the renewal too, so whatever is served is current.
+		const v2 = await issueTestLeaf(ca, { names });
+		const renewal = await cycle(t, [desired("pinned", v2, names)]);
+		expect(writes(renewal).sort()).toEqual(
+			[
+				"storage-replace pinned.pem",
+				"runtime-set pinned.pem",
+				"storage-replace legacy_pinned.pem",
+				"runtime-set legacy_pinned.pem",
+			].sort(),
+		);
+		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(v2.serial));
+		expect(renewal.served.every((s) => s.match)).toBe(true);
+		expect(deletes()).toEqual([]);
+		expect(existsSync(join(storageDir, "legacy_pinned.pem"))).toBe(true);
 		expect(await h.workerPid()).toBe(pid);
 		expect(d.scheduledReloads).toEqual([]);
 	});
