@@ -59,6 +59,8 @@ export interface ClassifyInput {
 	policy: DuplicatePolicy;
 	/** What a TLS probe saw, per SNI name, where probes are configured. */
 	served?: readonly ServedCertificate[];
+	/** Refs whose removal an earlier cycle found refused by the configuration (ref -> why): pinned, not retried. */
+	knownPinned?: ReadonlyMap<string, string>;
 }
 
 /** Does one side hold exactly this leaf? Compares fingerprints where the side reports them, else serials. */
@@ -175,7 +177,7 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		const keeperStable = keeperVerdict?.class === "in-sync";
 		const leaf = match.certificate.bundle.leaf;
 		const base = { ref: observed.ref, certificate: match.certificate.name, keeper: match.ref };
-		const pinned = pinnedReason(observed);
+		const pinned = pinnedReason(observed) ?? input.knownPinned?.get(observed.ref);
 		if (pinned !== undefined && policy.legacyDuplicates === "remove") {
 			verdicts.push({ class: "pinned", ...base, staleSides: staleSidesOf(observed, leaf), why: pinned });
 		} else if (!observed.storage) {

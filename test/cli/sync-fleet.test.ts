@@ -241,6 +241,16 @@ describe("sync --once and plan on a fleet of three HAProxy nodes behind Data Pla
 			expect(m.d.count("createStorageSSLCertificate") + m.d.count("createCert"), m.name).toBe(0);
 		}
 		await expectServedEverywhere(current);
+
+		// A renewal that is itself broken (its key belongs to another certificate) is never pushed either:
+		// the served certificate stays, and nothing is written anywhere.
+		const broken = await issueTestLeaf(ca, { names: NAMES });
+		writeSource({ "shop.pem": broken.certPem + otherKey.keyPem });
+		const before = fleet.map((m) => apiWrites(m.d).length);
+		const refused = await certificatee(["sync", "--once", "--config", config]);
+		expect(refused.stdout).toMatch(/source problem: .*shop\.pem.*key/i);
+		expect(fleet.map((m) => apiWrites(m.d).length)).toEqual(before);
+		await expectServedEverywhere(current);
 		for (const m of fleet) m.d.assertSpecClean();
 	});
 });

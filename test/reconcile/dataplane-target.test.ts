@@ -14,7 +14,7 @@ import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schem
 import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { type Haproxy, type HaproxyOptions, startHaproxy } from "../harness/haproxy.js";
 
 let ca: TestIssuer;
 const running: Array<{ h: Haproxy; d: DpapiDouble; t: BuiltTarget }> = [];
@@ -41,7 +41,11 @@ function desired(name: string, leaf: TestLeaf, names: string[]): DesiredCertific
 }
 
 async function setup(crtDir: Record<string, string>, extra: Record<string, unknown> = {}) {
-	const h = await startHaproxy({ crtDir });
+	return setupWith({ crtDir }, extra);
+}
+
+async function setupWith(options: HaproxyOptions, extra: Record<string, unknown> = {}) {
+	const h = await startHaproxy(options);
 	const d = await startDpapiDouble({ haproxy: h });
 	const config = dataplaneTargetSchema.parse({
 		name: "fra-staging",
@@ -126,7 +130,7 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		const h = await startHaproxy({
 			crtList: [{ file: "pinned.pem", pem: v1.combinedPem }],
 			pinned: { "legacy_pinned.pem": legacy.combinedPem },
-			pinnedBesideCrtList: true,
+			pinnedIn: "crt-list",
 		});
 		const storageDir = join(h.dir, "list");
 		const d = await startDpapiDouble({ haproxy: h, storageDir });
@@ -176,6 +180,77 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(existsSync(join(storageDir, "legacy_pinned.pem"))).toBe(true);
 		expect(await h.workerPid()).toBe(pid);
 		expect(d.scheduledReloads).toEqual([]);
+	});
+
+	it("a duplicate in the crt directory that a crt line also names: removal refused 'in use' is reported as pinned, then kept current", async () => {
+		const names = ["twice.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, d, t } = await setupWith({
+			crtDir: { "twice.pem": keeper.combinedPem },
+			pinned: { "legacy_twice.pem": legacy.combinedPem },
+			pinnedIn: "crt-dir",
+		});
+		const pid = await h.workerPid();
+		const want = [desired("twice", keeper, names)];
+
+		const first = await cycle(t, want);
+		expect(first.ok).toBe(true);
+		expect(first.steps.map((s) => `${s.op} ${s.result}`)).toEqual([
+			"crt-list-remove ok",
+			"runtime-delete skipped",
+			"storage-delete skipped",
+		]);
+		expect(first.steps[1]?.note).toMatch(/^pinned: .*crt line/);
+		expect(first.verdicts.find((v) => "ref" in v && v.ref === "legacy_twice.pem")?.class).toBe("pinned");
+		expect(first.steps.some((s) => s.result === "failed")).toBe(false);
+
+		// Kept current from the next cycle, then converged; its removal is never tried again.
+		expect(writes(await cycle(t, want))).toEqual([
+			"storage-replace legacy_twice.pem",
+			"runtime-set legacy_twice.pem",
+		]);
+		const settled = apiWrites(d);
+		expect(writes(await cycle(t, want))).toEqual([]);
+		expect(apiWrites(d)).toBe(settled);
+		expect(d.count("deleteCert")).toBe(1);
+		expect(d.count("deleteStorageSSLCertificate")).toBe(0);
+		expect(existsSync(join(h.crtDir, "legacy_twice.pem"))).toBe(true);
+
+		const v2 = await issueTestLeaf(ca, { names });
+		await cycle(t, [desired("twice", v2, names)]);
+		expect(await served(h, "twice.test")).toBe(normaliseSerial(v2.serial));
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+	});
+
+	it("a storage delete answered 409 is reported as pinned, not a failure, and not retried", async () => {
+		const names = ["conflict.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { d, t } = await setupWith({
+			crtDir: { "conflict.pem": keeper.combinedPem, "legacy_conflict.pem": legacy.combinedPem },
+		});
+		d.inject({
+			operation: "deleteStorageSSLCertificate",
+			kind: "status",
+			status: 409,
+			message: "rejecting attempt to delete file referenced in haproxy conf",
+		});
+		const want = [desired("conflict", keeper, names)];
+		const first = await cycle(t, want);
+		expect(first.steps.map((s) => `${s.op} ${s.result}`)).toEqual([
+			"crt-list-remove ok",
+			"runtime-delete ok",
+			"storage-delete skipped",
+		]);
+		expect(first.steps[2]?.note).toMatch(/^pinned: .*409/);
+		expect(first.verdicts.find((v) => "ref" in v && v.ref === "legacy_conflict.pem")?.class).toBe("pinned");
+		// The file stays and is kept current (never recreated in runtime); the delete is not tried again.
+		expect(writes(await cycle(t, want))).toEqual(["storage-replace legacy_conflict.pem"]);
+		for (let i = 0; i < 3; i++) expect(writes(await cycle(t, want))).toEqual([]);
+		expect(d.count("deleteStorageSSLCertificate")).toBe(1);
+		expect(d.count("createStorageSSLCertificate")).toBe(0);
 	});
 
 	it("a renewal is pushed hot (storage PUT + runtime set), served, and the next cycle writes nothing", async () => {
