@@ -201,6 +201,8 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		const owner = desired.find((d) => bundleNames(d.certificate.bundle).includes(served.sni.toLowerCase()));
 		if (owner === undefined || served.serial === owner.certificate.bundle.leaf.serial) continue;
 		const culprit = refs.find((r) => r.runtime?.serial === served.serial);
+		// The keeper serving its own old content is stale (its verdict says so), not shadowed by another ref.
+		if (culprit !== undefined && culprit.ref === owner.ref) continue;
 		verdicts.push({
 			class: "shadowed",
 			sni: served.sni,

@@ -106,8 +106,12 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 				failedRefs.add(step.action.ref);
 			}
 		}
-		verdicts = verdicts.map((v) => asPinned(v, pinnedRefs));
 		served = await probeAll(job);
+		// A name the writes fixed is no longer shadowed; the report shows what is served now.
+		const fixed = new Set(served.filter((s) => s.view.match).map((s) => s.view.sni));
+		verdicts = verdicts
+			.filter((v) => v.class !== "shadowed" || !fixed.has(v.sni))
+			.map((v) => asPinned(v, pinnedRefs));
 	}
 	const classByRef = new Map<string, (typeof verdicts)[number]["class"]>();
 	for (const v of verdicts) if ("ref" in v) classByRef.set(v.ref, v.class);

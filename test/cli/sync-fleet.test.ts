@@ -134,6 +134,8 @@ describe("sync --once and plan on a fleet of three HAProxy nodes behind Data Pla
 
 		const sync = await certificatee(["sync", "--once", "--config", config]);
 		expect(sync.code, `${sync.stdout}\n${sync.stderr}`).toBe(0);
+		// The old certificate served before the writes was the keeper's own: stale, not shadowed by another ref.
+		expect(sync.stdout).not.toContain("shadowed");
 		for (const m of fleet) {
 			// Storage first, so a later reload never brings back the old certificate; then runtime.
 			expect(apiWrites(m.d), m.name).toEqual(["PUT replaceStorageSSLCertificate", "PUT replaceCert"]);

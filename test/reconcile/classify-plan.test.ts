@@ -249,6 +249,17 @@ describe("reconcile/classify + plan", () => {
 		});
 	});
 
+	it("a keeper serving its own old certificate is stale, not shadowed", () => {
+		const old = oldMeta(keeper.names, "0E0E");
+		const r = run([ref("barsone.pem", { storage: old, runtime: old })], {
+			served: [
+				{ sni: "barsone.test", serial: "0E0E", fingerprint: "", names: keeper.names, notAfter: new Date() },
+			],
+		});
+		expect(r.classes["barsone.pem"]).toBe("stale");
+		expect(r.verdicts.filter((v) => v.class === "shadowed")).toEqual([]);
+	});
+
 	it("leaves other desired certificates alone while handling one's duplicate", () => {
 		const r = run(
 			[
