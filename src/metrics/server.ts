@@ -1,6 +1,7 @@
 /** The HTTP side of the daemon: /metrics, /healthz (alive), /readyz (config loaded, last cycle finished). */
 import { createServer, type Server } from "node:http";
 import { CertificateeError } from "../errors.js";
+import { parseHostPort } from "../net/address.js";
 import { failedEndpoints } from "../reconcile/report.js";
 import type { Metrics } from "./index.js";
 
@@ -8,11 +9,6 @@ export interface HealthServer {
 	/** The bound address, e.g. 127.0.0.1:9810 (useful with port 0). */
 	address: string;
 	close(): Promise<void>;
-}
-
-export function splitHostPort(listen: string): { host: string; port: number } {
-	const i = listen.lastIndexOf(":");
-	return { host: listen.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(listen.slice(i + 1)) };
 }
 
 export async function startHealthServer(listen: string, metrics: Metrics): Promise<HealthServer> {
@@ -55,7 +51,7 @@ export async function startHealthServer(listen: string, metrics: Metrics): Promi
 			.writeHead(404, { "content-type": "text/plain" })
 			.end("not found: try /metrics, /healthz or /readyz\n");
 	});
-	const { host, port } = splitHostPort(listen);
+	const { host, port } = parseHostPort(listen, "listen");
 	await new Promise<void>((resolve, reject) => {
 		server.once("error", (e: NodeJS.ErrnoException) =>
 			reject(

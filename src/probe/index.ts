@@ -25,16 +25,14 @@ export interface ProbeResult extends ServedCertificate {
 	verified?: boolean;
 }
 
-export function parseHostPort(address: string): { host: string; port: number } {
-	const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(address);
-	if (!m) throw new CertificateeError("CONFIG_INVALID", `probe address "${address}" is not host:port`);
-	return { host: m[1] ?? m[2] ?? "", port: Number(m[3]) };
-}
+import { parseHostPort } from "../net/address.js";
+
+export { parseHostPort };
 
 export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 	let target: { host: string; port: number };
 	try {
-		target = parseHostPort(options.address);
+		target = parseHostPort(options.address, "probe address");
 	} catch (e) {
 		return Promise.reject(e);
 	}

@@ -85,7 +85,7 @@ export interface OpenOptions {
  * it; with `readOnly`, opens it without the lock and refuses writes.
  */
 export async function openFileStore(stateDir: string, options: OpenOptions = {}): Promise<FileStore> {
-	const lock = options.readOnly ? undefined : acquireStateLock(stateDir);
+	const lock = options.readOnly ? undefined : await acquireStateLock(stateDir);
 	if (lock) await removeTempFiles(stateDir);
 	const watchers = new Set<{ prefix: string; onChange: (key: string) => void }>();
 	const queues = new Map<string, Promise<unknown>>();

@@ -57,3 +57,20 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		for (const c of ["validate", "plan", "sync", "status", "run"]) expect(h.stdout).toContain(c);
 	});
 });
+
+describe("cli/validate: source certificates", () => {
+	it("lists every invalid file of a directory source and exits 1", async () => {
+		const certs = join(dir, "certs");
+		const { mkdirSync } = await import("node:fs");
+		mkdirSync(certs, { recursive: true });
+		writeFileSync(join(certs, "junk.pem"), "not a certificate\n");
+		writeFileSync(join(certs, "half.crt"), "-----BEGIN CERTIFICATE-----\nAAAA\n");
+		const f = join(dir, "sources.yaml");
+		writeFileSync(f, `sources:\n  - { name: files, type: directory, path: ${certs} }\n`);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("2 problems");
+		expect(r.stdout).toContain("junk.pem");
+		expect(r.stdout).toContain("half.crt");
+	});
+});

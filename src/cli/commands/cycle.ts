@@ -24,7 +24,13 @@ export async function planCommand(ctx: CommandContext): Promise<void> {
 		if (ctx.options.json) ctx.out(JSON.stringify({ ...report, orders }, null, 2));
 		else {
 			for (const o of orders) ctx.out(`order ${o.certificate} from ${o.issuer}: ${o.message}`);
-			for (const line of renderPlan(report, styler(process.stdout.isTTY === true))) ctx.out(line);
+			const lines = renderPlan(report, styler(process.stdout.isTTY === true));
+			// Certificates not issued yet are not in the report's targets: the last line must not say "converged".
+			if (orders.length > 0 && lines.at(-1) === "converged: nothing to do") {
+				lines[lines.length - 1] =
+					`${orders.length} order${orders.length === 1 ? "" : "s"} pending; targets are then synced`;
+			}
+			for (const line of lines) ctx.out(line);
 		}
 		const pending =
 			orders.length + report.targets.flatMap((t) => t.endpoints).reduce((n, e) => n + e.steps.length, 0);

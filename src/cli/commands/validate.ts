@@ -1,7 +1,9 @@
 /** `certificatee validate`: the configuration and every source's certificates, all problems listed. */
 
 import { configProblems } from "../../config/load.js";
+import type { Config } from "../../config/schema.js";
 import { isCertificateeError } from "../../errors.js";
+import { buildSources } from "../../sources/registry.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
 
@@ -16,7 +18,8 @@ export async function validateCommand(ctx: CommandContext): Promise<void> {
 	const file = ctx.options.config ?? "(default)";
 	try {
 		const loaded = ctx.loadConfig();
-		report = { file: loaded.file, ok: true, problems: [] };
+		const problems = await sourceProblems(loaded.config);
+		report = { file: loaded.file, ok: problems.length === 0, problems };
 	} catch (e) {
 		if (!isCertificateeError(e)) throw e;
 		const problems = configProblems(e);
@@ -33,4 +36,17 @@ export async function validateCommand(ctx: CommandContext): Promise<void> {
 		for (const p of report.problems) ctx.out(`  ${p.path}: ${p.message}`);
 	}
 	if (!report.ok) throw new ExitError(EXIT.error);
+}
+
+/** Every certificate a `directory` source would serve is checked; each skipped file becomes a problem. */
+async function sourceProblems(config: Config): Promise<Array<{ path: string; message: string }>> {
+	const { sources } = buildSources(config.sources, { stateDir: config.state_dir });
+	const signal = AbortSignal.timeout(60_000);
+	const results = await Promise.all(sources.map((s) => s.load(signal)));
+	return results.flatMap((r, i) =>
+		r.problems.map((p) => ({
+			path: `sources[${config.sources.findIndex((c) => c.name === sources[i]?.name)}].path`,
+			message: p.error.message,
+		})),
+	);
 }

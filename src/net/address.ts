@@ -1,0 +1,13 @@
+import { CertificateeError } from "../errors.js";
+
+/** "host:port" or "[v6]:port" → parts; `what` names the setting in the error ("probe address", "listen"). */
+export function parseHostPort(address: string, what = "address"): { host: string; port: number } {
+	const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(address);
+	const port = Number(m?.[3]);
+	if (!m || port > 65_535) {
+		throw new CertificateeError("CONFIG_INVALID", `${what} "${address}" is not host:port`, {
+			hint: "e.g. 127.0.0.1:443 or [::1]:443",
+		});
+	}
+	return { host: m[1] ?? m[2] ?? "", port };
+}
