@@ -50,7 +50,12 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 	const stop = new AbortController();
 	let reloadRequested = false;
 	let wake: (() => void) | undefined;
-	const wakeUp = () => wake?.();
+	// A wake-up (SIGHUP, a source change) that arrives during a cycle must not wait for the next interval.
+	let wakeRequested = false;
+	const wakeUp = () => {
+		wakeRequested = true;
+		wake?.();
+	};
 	const onStop = (signal: string) => () => {
 		if (stop.signal.aborted) return;
 		log.info({ signal }, "stopping after in-flight writes");
@@ -85,6 +90,7 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 			const untilDue = due === undefined ? Number.POSITIVE_INFINITY : due.getTime() - Date.now() + 1000;
 			const delay = Math.max(1000, Math.min(interval * (0.9 + 0.2 * random()), untilDue));
 			await new Promise<void>((resolve) => {
+				if (wakeRequested) return resolve();
 				const timer = setTimeout(resolve, delay);
 				wake = () => {
 					clearTimeout(timer);
@@ -92,6 +98,7 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 				};
 			});
 			wake = undefined;
+			wakeRequested = false;
 			if (reloadRequested) {
 				reloadRequested = false;
 				let next: LoadedConfig | undefined;

@@ -167,13 +167,22 @@ describe("certificatee run: signals", () => {
 		putSource(sourceA, v2);
 		await until("v2 served", async () => ((await served()) === serialOf(v2) ? true : undefined));
 
-		// A valid change (another source directory) is taken.
+		// A valid change (another source directory), signalled while a cycle runs, is taken when that cycle
+		// ends, not an interval (1m) later.
 		const v3 = await issueTestLeaf(ca, { names: NAMES });
 		putSource(sourceB, v3);
+		d.inject({ operation: "getAllStorageSSLCertificates", kind: "latency", ms: 1_000, times: 1 });
+		const mark = d.requests.length;
+		putSource(sourceA, v2);
+		await until("a cycle in flight", () =>
+			d.requests
+				.slice(mark)
+				.find((r) => r.operation === "getAllStorageSSLCertificates" && r.endedAt === undefined),
+		);
 		writeFileSync(config, good.replace(sourceA, sourceB));
 		from = daemon.logs.length;
 		daemon.signal("SIGHUP");
-		await daemon.waitForLog(/configuration reloaded/, { from });
+		await daemon.waitForLog(/configuration reloaded/, { from, timeoutMs: 15_000 });
 		await until("v3 served", async () => ((await served()) === serialOf(v3) ? true : undefined));
 
 		daemon.signal("SIGTERM");
