@@ -50,7 +50,12 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 	const stop = new AbortController();
 	let reloadRequested = false;
 	let wake: (() => void) | undefined;
-	const wakeUp = () => wake?.();
+	// A wake-up (SIGHUP, a source change) that arrives during a cycle must not wait for the next interval.
+	let wakeRequested = false;
+	const wakeUp = () => {
+		wakeRequested = true;
+		wake?.();
+	};
 	const onStop = (signal: string) => () => {
 		if (stop.signal.aborted) return;
 		log.info({ signal }, "stopping after in-flight writes");
@@ -85,6 +90,7 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 			const untilDue = due === undefined ? Number.POSITIVE_INFINITY : due.getTime() - Date.now() + 1000;
 			const delay = Math.max(1000, Math.min(interval * (0.9 + 0.2 * random()), untilDue));
 			await new Promise<void>((resolve) => {
+				if (wakeRequested) return resolve();
 				const timer = setTimeout(resolve, delay);
 				wake = () => {
 					clearTimeout(timer);
@@ -92,24 +98,33 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 				};
 			});
 			wake = undefined;
+			wakeRequested = false;
 			if (reloadRequested) {
 				reloadRequested = false;
+				let next: LoadedConfig | undefined;
 				try {
-					const next = options.loadConfig();
-					const nextEngine = await options.build(next.config);
-					await engine.close();
-					engine = nextEngine;
-					engine.watch?.(wakeUp);
-					if (next.config.listen !== loaded.config.listen) {
-						log.warn(
-							{ listen: next.config.listen },
-							"listen changed: restart certificatee to move the metrics server",
-						);
-					}
-					loaded = next;
-					log.info({ config: next.file }, "configuration reloaded");
+					next = options.loadConfig();
 				} catch (e) {
 					log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+				}
+				if (next !== undefined) {
+					// The old engine holds the state directory's lock: it must close before the new one opens it.
+					await engine.close();
+					try {
+						engine = await options.build(next.config);
+						if (next.config.listen !== loaded.config.listen) {
+							log.warn(
+								{ listen: next.config.listen },
+								"listen changed: restart certificatee to move the metrics server",
+							);
+						}
+						loaded = next;
+						log.info({ config: next.file }, "configuration reloaded");
+					} catch (e) {
+						log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+						engine = await options.build(loaded.config);
+					}
+					engine.watch?.(wakeUp);
 				}
 			}
 		}

@@ -59,6 +59,8 @@ export interface ClassifyInput {
 	policy: DuplicatePolicy;
 	/** What a TLS probe saw, per SNI name, where probes are configured. */
 	served?: readonly ServedCertificate[];
+	/** Refs whose removal an earlier cycle found refused by the configuration (ref -> why): pinned, not retried. */
+	knownPinned?: ReadonlyMap<string, string>;
 }
 
 /** Does one side hold exactly this leaf? Compares fingerprints where the side reports them, else serials. */
@@ -175,7 +177,7 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		const keeperStable = keeperVerdict?.class === "in-sync";
 		const leaf = match.certificate.bundle.leaf;
 		const base = { ref: observed.ref, certificate: match.certificate.name, keeper: match.ref };
-		const pinned = pinnedReason(observed);
+		const pinned = pinnedReason(observed) ?? input.knownPinned?.get(observed.ref);
 		if (pinned !== undefined && policy.legacyDuplicates === "remove") {
 			verdicts.push({ class: "pinned", ...base, staleSides: staleSidesOf(observed, leaf), why: pinned });
 		} else if (!observed.storage) {
@@ -199,6 +201,8 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		const owner = desired.find((d) => bundleNames(d.certificate.bundle).includes(served.sni.toLowerCase()));
 		if (owner === undefined || served.serial === owner.certificate.bundle.leaf.serial) continue;
 		const culprit = refs.find((r) => r.runtime?.serial === served.serial);
+		// The keeper serving its own old content is stale (its verdict says so), not shadowed by another ref.
+		if (culprit !== undefined && culprit.ref === owner.ref) continue;
 		verdicts.push({
 			class: "shadowed",
 			sni: served.sni,

@@ -4,8 +4,8 @@
  */
 import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
-import { classifyEndpoint, type DuplicatePolicy } from "./classify.js";
-import type { DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
+import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
+import type { Action, DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
 import { planEndpoint } from "./plan.js";
 import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
 
@@ -21,6 +21,8 @@ export interface EndpointJob {
 	storageDir: string;
 	newCertificateCrtList?: string;
 	mode: "plan" | "sync";
+	/** Duplicates an earlier cycle could not remove (ref -> why): kept and synced, removal not retried. */
+	knownPinned?: ReadonlyMap<string, string>;
 	signal: AbortSignal;
 	now: () => Date;
 }
@@ -55,11 +57,12 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		};
 	}
 	const servedBefore = await probeAll(job);
-	const verdicts = classifyEndpoint({
+	let verdicts = classifyEndpoint({
 		desired: job.desired,
 		refs: observation.refs,
 		policy: job.policy,
 		served: servedBefore.flatMap((s) => (s.served ? [s.served] : [])),
+		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
 	});
 	const desiredByName = new Map(job.desired.map((d) => [d.certificate.name, d.certificate]));
 	const plan = planEndpoint({
@@ -74,11 +77,17 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	let served = servedBefore;
 	if (job.mode === "sync" && plan.steps.length > 0) {
 		const failedRefs = new Set<string>();
+		const pinnedRefs = new Map<string, string>();
 		for (const [i, step] of plan.steps.entries()) {
 			const view = steps[i] as StepView;
-			if (failedRefs.has(step.action.ref) || job.signal.aborted) {
+			const pinned = pinnedRefs.get(step.action.ref);
+			if (failedRefs.has(step.action.ref) || pinned !== undefined || job.signal.aborted) {
 				view.result = "skipped";
-				view.note = job.signal.aborted ? "stopping" : "an earlier write for this ref failed";
+				view.note = job.signal.aborted
+					? "stopping"
+					: pinned !== undefined
+						? `pinned: ${pinned}`
+						: "an earlier write for this ref failed";
 				continue;
 			}
 			// A write in flight is finished even when stopping: the signal is checked between writes only.
@@ -86,12 +95,23 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 			view.result = result.ok ? "ok" : "failed";
 			if (result.note) view.note = result.note;
 			if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
-			if (result.error) {
+			const refusal = result.error ? pinnedBy(step.action, result.error) : undefined;
+			if (refusal !== undefined) {
+				// Refused by the configuration, not failed: reported as pinned, kept and synced from the next cycle.
+				view.result = "skipped";
+				view.note = `pinned: ${refusal}`;
+				pinnedRefs.set(step.action.ref, refusal);
+			} else if (result.error) {
 				view.error = errorView(result.error);
 				failedRefs.add(step.action.ref);
 			}
 		}
 		served = await probeAll(job);
+		// A name the writes fixed is no longer shadowed; the report shows what is served now.
+		const fixed = new Set(served.filter((s) => s.view.match).map((s) => s.view.sni));
+		verdicts = verdicts
+			.filter((v) => v.class !== "shadowed" || !fixed.has(v.sni))
+			.map((v) => asPinned(v, pinnedRefs));
 	}
 	const classByRef = new Map<string, (typeof verdicts)[number]["class"]>();
 	for (const v of verdicts) if ("ref" in v) classByRef.set(v.ref, v.class);
@@ -112,6 +132,30 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		}),
 		durationMs: job.now().getTime() - started,
 	};
+}
+
+/**
+ * A duplicate's removal refused because haproxy.cfg references it: the Data Plane API's 409 on the storage
+ * delete, or HAProxy's "in use" on the runtime delete once its crt-list entries are gone (a direct crt line).
+ */
+export function pinnedBy(action: Action, error: CertificateeError): string | undefined {
+	if (action.op === "storage-delete" && error.code === "ENDPOINT_CONFLICT") {
+		return "the Data Plane API refuses to delete the file (409): haproxy.cfg references it; it can only go with a config change and reload";
+	}
+	if (action.op === "runtime-delete" && /\bin use\b/i.test(error.message)) {
+		return "HAProxy keeps it in use after its crt-list entries were removed: a crt line in haproxy.cfg references it; it can only go with a config change and reload";
+	}
+	return undefined;
+}
+
+/** A duplicate whose removal the configuration refused becomes a pinned verdict. */
+function asPinned(v: Verdict, pinned: ReadonlyMap<string, string>): Verdict {
+	if (v.class !== "legacy-duplicate" && v.class !== "deleted-pending-reload") return v;
+	const why = pinned.get(v.ref);
+	if (why === undefined) return v;
+	const staleSides: Side[] =
+		v.class === "legacy-duplicate" ? v.staleSides : v.runtimeStale ? ["runtime"] : [];
+	return { class: "pinned", ref: v.ref, certificate: v.certificate, keeper: v.keeper, staleSides, why };
 }
 
 function errorView(e: CertificateeError): { code: string; message: string; hint?: string } {

@@ -34,6 +34,8 @@ export function cyclesToSkip(consecutiveFailures: number): number {
 export function createFleetRunner(options: FleetOptions): TargetRunner {
 	// An endpoint that keeps failing backs off (skips cycles) without slowing the others.
 	const failures = new Map<string, { consecutive: number; skipLeft: number }>();
+	// Duplicates whose removal an endpoint refused (direct crt line): remembered so removal is not retried.
+	const pinned = new Map<string, ReadonlyMap<string, string>>();
 	const processOne = async (
 		driver: EndpointDriver,
 		job: Omit<Parameters<typeof processEndpoint>[0], "driver">,
@@ -43,7 +45,14 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			state.skipLeft -= 1;
 			return skippedReport(options.name, driver.name, state.consecutive, state.skipLeft);
 		}
-		const report = await processEndpoint({ ...job, driver });
+		const knownPinned = pinned.get(driver.name);
+		const report = await processEndpoint({ ...job, driver, ...(knownPinned ? { knownPinned } : {}) });
+		if (report.ok) {
+			pinned.set(
+				driver.name,
+				new Map(report.verdicts.flatMap((v) => (v.class === "pinned" ? [[v.ref, v.why] as const] : []))),
+			);
+		}
 		if (report.ok) failures.delete(driver.name);
 		else {
 			const consecutive = state.consecutive + 1;

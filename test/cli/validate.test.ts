@@ -1,23 +1,13 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { certificatee as cli, ensureBuilt } from "../harness/cli.js";
 
-const run = promisify(execFile);
-const cli = join(import.meta.dirname, "../../dist/cli/main.js");
 const dir = mkdtempSync(join(tmpdir(), "certificatee-cli-"));
+const certificatee = (args: string[], env: Record<string, string> = {}) => cli(args, { cwd: dir, env });
 
-async function certificatee(args: string[], env: Record<string, string> = {}) {
-	try {
-		const r = await run(process.execPath, [cli, ...args], { env: { ...process.env, ...env }, cwd: dir });
-		return { code: 0, stdout: r.stdout, stderr: r.stderr };
-	} catch (e) {
-		const err = e as { code: number; stdout: string; stderr: string };
-		return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-	}
-}
+beforeAll(ensureBuilt);
 
 describe("cli/validate (the built CLI as a child process)", () => {
 	it("exits 0 on a valid configuration", async () => {

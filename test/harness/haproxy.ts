@@ -38,6 +38,10 @@ export interface HaproxyOptions {
 	defaultPem?: string;
 	/** Extra direct `crt <file>` entries on the bind line (cannot be deleted at runtime): file -> PEM. */
 	pinned?: Record<string, string>;
+	/** Where the pinned files go: `<dir>/pinned/` (default); beside the crt-list's certificates (`<dir>/list/`,
+	 * so a Data Plane API double over that directory holds both); or in the crt directory itself (then HAProxy
+	 * loads them twice: through the directory and through their own `crt` line). */
+	pinnedIn?: "pinned" | "crt-list" | "crt-dir";
 	/** `tune.bufsize`; HAProxy's default (16384) when absent. */
 	bufsize?: number;
 	/** `stats timeout`. Default "10s" (HAProxy's default). */
@@ -210,7 +214,10 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 	await writeFile(crtListPath, listLines.map((l) => `${l}\n`).join(""));
 	const pinned: string[] = [];
 	for (const [file, pem] of Object.entries(options.pinned ?? {})) {
-		const path = join(pinnedDir, file);
+		const path = join(
+			{ pinned: pinnedDir, "crt-list": listDir, "crt-dir": crtDir }[options.pinnedIn ?? "pinned"],
+			file,
+		);
 		await writeSecret(path, pem);
 		pinned.push(path);
 	}

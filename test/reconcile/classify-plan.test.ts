@@ -19,6 +19,7 @@ function run(
 		policy?: DuplicatePolicy;
 		served?: ServedCertificate[];
 		crtList?: string;
+		knownPinned?: ReadonlyMap<string, string>;
 	} = {},
 ) {
 	const desired = (options.desired ?? [keeper]).map((c) => ({ ref: `${c.name}.pem`, certificate: c }));
@@ -28,6 +29,7 @@ function run(
 		refs,
 		policy,
 		...(options.served ? { served: options.served } : {}),
+		...(options.knownPinned ? { knownPinned: options.knownPinned } : {}),
 	});
 	const plan = planEndpoint({
 		verdicts,
@@ -152,6 +154,17 @@ describe("reconcile/classify + plan", () => {
 		expect(r.ops).toEqual(["storage-replace legacy_barsone.pem", "runtime-set legacy_barsone.pem"]);
 	});
 
+	it("a duplicate whose removal an earlier cycle saw refused (409) is pinned: synced, its delete not retried", () => {
+		const refs = [
+			ref("barsone.pem", { storage: metaOf(keeper), runtime: metaOf(keeper) }),
+			ref("legacy_barsone.pem", { storage: oldMeta(keeper.names) }),
+		];
+		expect(run(refs).ops).toEqual(["storage-delete legacy_barsone.pem"]);
+		const r = run(refs, { knownPinned: new Map([["legacy_barsone.pem", "409: haproxy.cfg references it"]]) });
+		expect(r.classes["legacy_barsone.pem"]).toBe("pinned");
+		expect(r.ops).toEqual(["storage-replace legacy_barsone.pem"]);
+	});
+
 	it("legacy_duplicates: report keeps duplicates synced and reported", () => {
 		const r = run(
 			[
@@ -234,6 +247,17 @@ describe("reconcile/classify + plan", () => {
 			sni: "barsone.test",
 			servedBy: "legacy_barsone.pem",
 		});
+	});
+
+	it("a keeper serving its own old certificate is stale, not shadowed", () => {
+		const old = oldMeta(keeper.names, "0E0E");
+		const r = run([ref("barsone.pem", { storage: old, runtime: old })], {
+			served: [
+				{ sni: "barsone.test", serial: "0E0E", fingerprint: "", names: keeper.names, notAfter: new Date() },
+			],
+		});
+		expect(r.classes["barsone.pem"]).toBe("stale");
+		expect(r.verdicts.filter((v) => v.class === "shadowed")).toEqual([]);
 	});
 
 	it("leaves other desired certificates alone while handling one's duplicate", () => {

@@ -14,7 +14,7 @@ import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schem
 import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { type Haproxy, type HaproxyOptions, startHaproxy } from "../harness/haproxy.js";
 
 let ca: TestIssuer;
 const running: Array<{ h: Haproxy; d: DpapiDouble; t: BuiltTarget }> = [];
@@ -41,7 +41,11 @@ function desired(name: string, leaf: TestLeaf, names: string[]): DesiredCertific
 }
 
 async function setup(crtDir: Record<string, string>, extra: Record<string, unknown> = {}) {
-	const h = await startHaproxy({ crtDir });
+	return setupWith({ crtDir }, extra);
+}
+
+async function setupWith(options: HaproxyOptions, extra: Record<string, unknown> = {}) {
+	const h = await startHaproxy(options);
 	const d = await startDpapiDouble({ haproxy: h });
 	const config = dataplaneTargetSchema.parse({
 		name: "fra-staging",
@@ -62,6 +66,8 @@ async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<Endpoi
 	return report.endpoints[0] as EndpointReport;
 }
 
+const e0Verdicts = (all: EndpointReport["verdicts"][]) =>
+	(all[0] ?? []).map((v) => `${v.class} ${"ref" in v ? v.ref : v.sni}`);
 const served = async (h: Haproxy, sni: string) => (await probeServed({ address: h.address, sni })).serial;
 const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
 const WRITE_OPS = /^(create|replace|delete|add)/;
@@ -82,12 +88,14 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		const pid = await h.workerPid();
 		const want = [desired("barsone", keeper, names)];
 		const perCycle: string[][] = [];
+		const perVerdicts: EndpointReport["verdicts"][] = [];
 		const apiPerCycle: number[] = [];
 		for (let i = 0; i < 10; i++) {
 			const before = apiWrites(d);
 			const e = await cycle(t, want);
 			expect(e.ok).toBe(true);
 			perCycle.push(writes(e));
+			perVerdicts.push(e.verdicts);
 			apiPerCycle.push(apiWrites(d) - before);
 		}
 		expect(perCycle[0]).toEqual([
@@ -98,10 +106,151 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(perCycle.slice(1).flat()).toEqual([]);
 		expect(apiPerCycle).toEqual([3, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
 		expect(d.count("createStorageSSLCertificate")).toBe(0);
+		const legacyRequests = d.requests.filter((r) =>
+			decodeURIComponent(r.path + r.query).includes("legacy_barsone"),
+		);
+		expect(legacyRequests.filter((r) => r.method !== "get").map((r) => r.operation)).toEqual([
+			"deleteCrtListEntry",
+			"deleteCert",
+			"deleteStorageSSLCertificate",
+		]);
 		expect(existsSync(join(h.crtDir, "legacy_barsone.pem"))).toBe(false);
+		// Gone from HAProxy's runtime listing too (crt-list removal, then runtime delete): no reload needed.
+		expect((await d.runtime.showCerts()).names.filter((n) => n.includes("legacy_barsone"))).toEqual([]);
+		expect(e0Verdicts(perVerdicts)).toContain("legacy-duplicate legacy_barsone.pem");
 		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(keeper.serial));
 		expect(await h.workerPid()).toBe(pid);
 		expect(d.scheduledReloads).toEqual([]);
+	});
+
+	it("a pinned duplicate (a direct crt line in haproxy.cfg) is kept current and reported, never deleted, never served old", async () => {
+		const names = ["pinned.test", "www.pinned.test"];
+		const v1 = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const h = await startHaproxy({
+			crtList: [{ file: "pinned.pem", pem: v1.combinedPem }],
+			pinned: { "legacy_pinned.pem": legacy.combinedPem },
+			pinnedIn: "crt-list",
+		});
+		const storageDir = join(h.dir, "list");
+		const d = await startDpapiDouble({ haproxy: h, storageDir });
+		const config = dataplaneTargetSchema.parse({
+			name: "fra-staging",
+			type: "haproxy-dataplane",
+			storage_dir: storageDir,
+			crt_list: h.crtListPath,
+			endpoints: [
+				{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
+			],
+		});
+		const t = buildTarget(config, { now: () => new Date() });
+		running.push({ h, d, t });
+		const pid = await h.workerPid();
+		const deletes = () =>
+			d.requests.filter((r) => r.method === "delete").map((r) => `${r.operation} ${r.path}`);
+
+		const first = await cycle(t, [desired("pinned", v1, names)]);
+		expect(first.ok).toBe(true);
+		const pinned = first.verdicts.find((v) => v.class === "pinned");
+		expect(pinned).toMatchObject({ ref: "legacy_pinned.pem", keeper: "pinned.pem" });
+		expect(writes(first)).toEqual(["storage-replace legacy_pinned.pem", "runtime-set legacy_pinned.pem"]);
+		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(v1.serial));
+
+		const settled = apiWrites(d);
+		const second = await cycle(t, [desired("pinned", v1, names)]);
+		expect(writes(second)).toEqual([]);
+		expect(second.verdicts.map((v) => v.class)).toContain("pinned");
+		expect(apiWrites(d)).toBe(settled);
+
+		// A renewal of the keeper re-inserts its SNI entries, so HAProxy may now serve the pinned duplicate:
+		// it carries the renewal too, so whatever is served is current.
+		const v2 = await issueTestLeaf(ca, { names });
+		const renewal = await cycle(t, [desired("pinned", v2, names)]);
+		expect(writes(renewal).sort()).toEqual(
+			[
+				"storage-replace pinned.pem",
+				"runtime-set pinned.pem",
+				"storage-replace legacy_pinned.pem",
+				"runtime-set legacy_pinned.pem",
+			].sort(),
+		);
+		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(v2.serial));
+		expect(renewal.served.every((s) => s.match)).toBe(true);
+		expect(deletes()).toEqual([]);
+		expect(existsSync(join(storageDir, "legacy_pinned.pem"))).toBe(true);
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+	});
+
+	it("a duplicate in the crt directory that a crt line also names: removal refused 'in use' is reported as pinned, then kept current", async () => {
+		const names = ["twice.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, d, t } = await setupWith({
+			crtDir: { "twice.pem": keeper.combinedPem },
+			pinned: { "legacy_twice.pem": legacy.combinedPem },
+			pinnedIn: "crt-dir",
+		});
+		const pid = await h.workerPid();
+		const want = [desired("twice", keeper, names)];
+
+		const first = await cycle(t, want);
+		expect(first.ok).toBe(true);
+		expect(first.steps.map((s) => `${s.op} ${s.result}`)).toEqual([
+			"crt-list-remove ok",
+			"runtime-delete skipped",
+			"storage-delete skipped",
+		]);
+		expect(first.steps[1]?.note).toMatch(/^pinned: .*crt line/);
+		expect(first.verdicts.find((v) => "ref" in v && v.ref === "legacy_twice.pem")?.class).toBe("pinned");
+		expect(first.steps.some((s) => s.result === "failed")).toBe(false);
+
+		// Kept current from the next cycle, then converged; its removal is never tried again.
+		expect(writes(await cycle(t, want))).toEqual([
+			"storage-replace legacy_twice.pem",
+			"runtime-set legacy_twice.pem",
+		]);
+		const settled = apiWrites(d);
+		expect(writes(await cycle(t, want))).toEqual([]);
+		expect(apiWrites(d)).toBe(settled);
+		expect(d.count("deleteCert")).toBe(1);
+		expect(d.count("deleteStorageSSLCertificate")).toBe(0);
+		expect(existsSync(join(h.crtDir, "legacy_twice.pem"))).toBe(true);
+
+		const v2 = await issueTestLeaf(ca, { names });
+		await cycle(t, [desired("twice", v2, names)]);
+		expect(await served(h, "twice.test")).toBe(normaliseSerial(v2.serial));
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+	});
+
+	it("a storage delete answered 409 is reported as pinned, not a failure, and not retried", async () => {
+		const names = ["conflict.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { d, t } = await setupWith({
+			crtDir: { "conflict.pem": keeper.combinedPem, "legacy_conflict.pem": legacy.combinedPem },
+		});
+		d.inject({
+			operation: "deleteStorageSSLCertificate",
+			kind: "status",
+			status: 409,
+			message: "rejecting attempt to delete file referenced in haproxy conf",
+		});
+		const want = [desired("conflict", keeper, names)];
+		const first = await cycle(t, want);
+		expect(first.steps.map((s) => `${s.op} ${s.result}`)).toEqual([
+			"crt-list-remove ok",
+			"runtime-delete ok",
+			"storage-delete skipped",
+		]);
+		expect(first.steps[2]?.note).toMatch(/^pinned: .*409/);
+		expect(first.verdicts.find((v) => "ref" in v && v.ref === "legacy_conflict.pem")?.class).toBe("pinned");
+		// The file stays and is kept current (never recreated in runtime); the delete is not tried again.
+		expect(writes(await cycle(t, want))).toEqual(["storage-replace legacy_conflict.pem"]);
+		for (let i = 0; i < 3; i++) expect(writes(await cycle(t, want))).toEqual([]);
+		expect(d.count("deleteStorageSSLCertificate")).toBe(1);
+		expect(d.count("createStorageSSLCertificate")).toBe(0);
 	});
 
 	it("a renewal is pushed hot (storage PUT + runtime set), served, and the next cycle writes nothing", async () => {

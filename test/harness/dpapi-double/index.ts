@@ -29,6 +29,8 @@ export type FaultKind =
 	/** A 500 with this message (default "injected fault"), e.g. HAProxy's "currently locked" text. */
 	| { kind: "status500"; message?: string }
 	| { kind: "status401" }
+	/** Any other error status with this message, e.g. the 409 a storage DELETE gets for a file haproxy.cfg names. */
+	| { kind: "status"; status: number; message?: string }
 	/** An HTML page, as a proxy or login portal would send (status 200 unless given). */
 	| { kind: "html"; status?: number }
 	/** JSON cut in the middle. */
@@ -264,6 +266,11 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 				record.status = 500;
 				res.writeHead(500, { "Content-Type": "application/json" });
 				res.end(JSON.stringify({ code: 500, message: fault.message ?? "injected fault" }));
+				return true;
+			case "status":
+				record.status = fault.status;
+				res.writeHead(fault.status, { "Content-Type": "application/json" });
+				res.end(JSON.stringify({ code: fault.status, message: fault.message ?? "injected fault" }));
 				return true;
 			case "status401":
 				record.status = 401;
