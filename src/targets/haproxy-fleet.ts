@@ -48,13 +48,12 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 		const knownPinned = pinned.get(driver.name);
 		const report = await processEndpoint({ ...job, driver, ...(knownPinned ? { knownPinned } : {}) });
 		if (report.ok) {
+			failures.delete(driver.name);
 			pinned.set(
 				driver.name,
 				new Map(report.verdicts.flatMap((v) => (v.class === "pinned" ? [[v.ref, v.why] as const] : []))),
 			);
-		}
-		if (report.ok) failures.delete(driver.name);
-		else {
+		} else {
 			const consecutive = state.consecutive + 1;
 			failures.set(driver.name, { consecutive, skipLeft: cyclesToSkip(consecutive) });
 		}
