@@ -6,14 +6,14 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { parseBundle } from "../../src/certificates/index.js";
 import { probeServed } from "../../src/probe/index.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import type { EndpointReport } from "../../src/reconcile/report.js";
 import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
 import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
-import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
+import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
 const running: Array<{ h: Haproxy; t?: BuiltTarget }> = [];
@@ -27,15 +27,6 @@ afterEach(async () => {
 		await r.h.stop();
 	}
 });
-
-function desired(name: string, leaf: TestLeaf, names: string[]): DesiredCertificate {
-	return {
-		name,
-		names,
-		bundle: parseBundle({ combined: leaf.combinedPem }, { source: name }),
-		origin: "test",
-	};
-}
 
 async function setup(
 	crtDir: Record<string, string>,

@@ -2,7 +2,7 @@
 import { parseBundle } from "../../src/certificates/index.js";
 import type { DuplicatePolicy } from "../../src/reconcile/classify.js";
 import type { DesiredCertificate, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
-import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 
 let ca: TestIssuer | undefined;
 
@@ -52,3 +52,13 @@ export function ref(
 }
 
 export const removePolicy: DuplicatePolicy = { legacyDuplicates: "remove", allowNameRemoval: false };
+
+/** A desired certificate made from a test leaf. */
+export function desiredFromLeaf(name: string, leaf: TestLeaf, names: string[]): DesiredCertificate {
+	return {
+		name,
+		names,
+		bundle: parseBundle({ combined: leaf.combinedPem }, { source: name }),
+		origin: "test",
+	};
+}

@@ -2,7 +2,6 @@ import { X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CertificateeError } from "../../../src/errors.js";
 import {
 	createDataplaneClient,
 	type DataplaneClientHandle,
@@ -14,19 +13,10 @@ import {
 } from "../../../src/targets/haproxy-dataplane/schema.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/index.js";
+import { failure } from "../../harness/failure.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 
 const signal = () => AbortSignal.timeout(20_000);
-
-async function failure(p: Promise<unknown>): Promise<CertificateeError> {
-	try {
-		await p;
-	} catch (e) {
-		if (e instanceof CertificateeError) return e;
-		throw e;
-	}
-	throw new Error("expected a CertificateeError");
-}
 
 function configFor(double: DpapiDouble, extra: Record<string, unknown> = {}): DataplaneEndpointConfig {
 	return dataplaneEndpointSchema.parse({

@@ -1,7 +1,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CertificateeError, type ErrorCode } from "../../../src/errors.js";
+import type { ErrorCode } from "../../../src/errors.js";
 import {
 	createDataplaneClient,
 	type DataplaneClientHandle,
@@ -9,19 +9,10 @@ import {
 import { dataplaneEndpointSchema } from "../../../src/targets/haproxy-dataplane/schema.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../harness/certs.js";
 import { type DpapiDouble, type FaultKind, startDpapiDouble } from "../../harness/dpapi-double/index.js";
+import { failure } from "../../harness/failure.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 
 const signal = () => AbortSignal.timeout(20_000);
-
-async function failure(p: Promise<unknown>): Promise<CertificateeError> {
-	try {
-		await p;
-	} catch (e) {
-		if (e instanceof CertificateeError) return e;
-		throw e;
-	}
-	throw new Error("expected a CertificateeError");
-}
 
 let ca: TestIssuer;
 let leaf: TestLeaf;
