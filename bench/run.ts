@@ -6,6 +6,7 @@
  *   npm run bench -- hotswap --full    # one scenario at full size
  *   npm run bench -- --help
  */
+import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -78,7 +79,11 @@ const started = performance.now();
 let failed = 0;
 for (const s of chosen) {
 	try {
+		const load = loadavg()[0]!.toFixed(2);
 		const result = await runners[s]();
+		result.notes.push(
+			`Load average (1 min) before the scenario: ${load}, after: ${loadavg()[0]!.toFixed(2)} on ${cpus().length} cores.`,
+		);
 		printResult(result);
 		const files = writeResult(resultsDir, result, command);
 		console.log(`  -> ${files.join(", ")}`);

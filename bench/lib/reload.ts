@@ -1,5 +1,25 @@
 /** The deploy-hook baseline's reload: SIGUSR2 to HAProxy's master, done when `done()` holds (polled every 10 ms). */
-import type { Haproxy } from "../../test/harness/haproxy.js";
+import { type Haproxy, socketCommand } from "../../test/harness/haproxy.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Waits (untimed) until the master can take the next reload: its CLI answers and knows the current worker.
+ * A SIGUSR2 that arrives while the master is still re-executing itself after the previous one is lost.
+ */
+export async function masterReady(h: Haproxy, timeoutMs = 30_000): Promise<void> {
+	const deadline = performance.now() + timeoutMs;
+	for (;;) {
+		try {
+			const pid = await h.workerPid();
+			if ((await socketCommand(h.masterSocket, "show proc", 2000)).includes(String(pid))) return;
+		} catch {
+			// not yet
+		}
+		if (performance.now() > deadline) throw new Error("HAProxy master not ready for a reload");
+		await sleep(20);
+	}
+}
 
 export async function reloadUntil(
 	h: Haproxy,
@@ -12,7 +32,7 @@ export async function reloadUntil(
 		if (await done().catch(() => false)) return;
 		if (performance.now() > deadline)
 			throw new Error(`reload not done within ${timeoutMs} ms:\n${h.log().slice(-2000)}`);
-		await new Promise((r) => setTimeout(r, 10));
+		await sleep(10);
 	}
 }
 

@@ -3,7 +3,7 @@
  * the same run. Printed as a table; written as JSON and Markdown to bench/results/<date>-<scenario>.{json,md}.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 
 export interface Row {
@@ -102,6 +102,7 @@ export function machine(): Record<string, string | number> {
 		cpuModel: cpus()[0]?.model ?? "unknown",
 		memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
 		node: process.version,
+		loadavg1m: Math.round(loadavg()[0]! * 100) / 100,
 	};
 }
 
@@ -115,7 +116,7 @@ export function writeResult(dir: string, result: ScenarioResult, command: string
 	const m = machine();
 	writeFileSync(
 		`${base}.md`,
-		`${markdown(result)}\nCommand: \`${command}\` on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, ${json.finishedAt}.\n`,
+		`${markdown(result)}\nCommand: \`${command}\` on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, ${json.finishedAt}; load average (1 min) at the end: ${m.loadavg1m} (other work on the machine shares the cores).\n`,
 	);
 	return [`${base}.json`, `${base}.md`];
 }

@@ -40,9 +40,11 @@ let peak = process.memoryUsage().rss;
 const sampler = setInterval(() => {
 	peak = Math.max(peak, process.memoryUsage().rss);
 }, 20);
-const cycles: Array<{ wallS: number; writes: number; failedEndpoints: number; refs: number }> = [];
+const cycles: Array<{ wallS: number; cpuS: number; writes: number; failedEndpoints: number; refs: number }> =
+	[];
 for (let i = 0; i < job.cycles; i++) {
 	const started = performance.now();
+	const cpu0 = process.cpuUsage();
 	const report = await runCycle(
 		{
 			loadDesired: async () => ({ certificates: desired, problems: [] }),
@@ -55,6 +57,7 @@ for (let i = 0; i < job.cycles; i++) {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	cycles.push({
 		wallS: (performance.now() - started) / 1000,
+		cpuS: ((c) => (c.user + c.system) / 1e6)(process.cpuUsage(cpu0)),
 		writes: endpoints.reduce((n, e) => n + e.steps.length, 0),
 		failedEndpoints: endpoints.filter((e) => !e.ok).length,
 		refs: endpoints.reduce((n, e) => n + e.refs.length, 0),

@@ -33,10 +33,12 @@ interface Rollout {
 	handshakes: HandshakeStats;
 	servedNew: boolean;
 	reloaded: boolean;
+	/** Reload only: seconds until a new worker answered on the admin socket. */
+	newWorkerS?: number;
 }
 
 async function servesNew(h: Haproxy, c: PoolCert): Promise<boolean> {
-	const served = await probeServed({ address: h.address, sni: c.sni });
+	const served = await probeServed({ address: h.address, sni: c.sni, timeoutMs: 1000 });
 	return served.serial.replace(/^0+(?=.)/, "") === c.leaf.serial.toUpperCase().replace(/^0+(?=.)/, "");
 }
 
@@ -82,6 +84,7 @@ async function rollout(
 		await new Promise((r) => setTimeout(r, 200));
 		const started = performance.now();
 		let writes = 0;
+		let newWorkerS: number | undefined;
 		if (target) {
 			const report = await target.runner.run(desiredOf(renewed), "sync", new AbortController().signal);
 			const endpoint = report.endpoints[0]!;
@@ -100,7 +103,10 @@ async function rollout(
 				await rename(`${path}.tmp`, path);
 			}
 			const last = renewed[renewed.length - 1]!;
-			await reloadUntil(h, async () => servesNew(h, last));
+			await reloadUntil(h, async () => {
+				if (newWorkerS === undefined && (await h.workerPid()) !== pidBefore) newWorkerS = seconds(started);
+				return servesNew(h, last);
+			});
 			writes = renewed.length;
 		}
 		const wallS = seconds(started);
@@ -111,7 +117,16 @@ async function rollout(
 		for (const c of renewed) if (!(await servesNew(h, c))) servedNew = false;
 		const reloaded = (await h.workerPid()) !== pidBefore;
 		double?.assertSpecClean();
-		return { variant, wallS, writes, rssPeakMiB, handshakes, servedNew, reloaded };
+		return {
+			variant,
+			wallS,
+			writes,
+			rssPeakMiB,
+			handshakes,
+			servedNew,
+			reloaded,
+			...(newWorkerS !== undefined ? { newWorkerS } : {}),
+		};
 	} finally {
 		await target?.close();
 		await double?.close();
@@ -179,11 +194,12 @@ export async function hotswap(o: HotswapOptions): Promise<ScenarioResult> {
 		const notes = runs.map(
 			(r) =>
 				`${r.variant}: ${r.writes} writes, all K rolled names serve the new certificate: ${r.servedNew ? "yes" : "NO"}, ` +
-				`worker reloaded: ${r.reloaded ? "yes" : "no"}, handshake errors: ${JSON.stringify(r.handshakes.errors)}`,
+				`worker reloaded: ${r.reloaded ? "yes" : "no"}${r.newWorkerS !== undefined ? ` (new worker answering after ${r.newWorkerS.toFixed(2)} s)` : ""}, handshake errors: ${JSON.stringify(r.handshakes.errors)}`,
 		);
 		notes.push(
 			"Each variant on a fresh HAProxy (Debian 2.6.12, master-worker) started with the same N certificates; " +
 				"certificatee's time is one full sync cycle (observe all N refs, classify, plan, write K; after one earlier plan cycle, as in a running daemon), without served-certificate probes; " +
+				"certificatee's storage writes are durable (fsync of the file and of the directory per certificate), the baseline's file writes are not fsynced (as cp in a deploy hook); " +
 				"the reload's time runs from the first file write until the last rolled name serves its new certificate (TLS probe every 10 ms).",
 			`Handshakes: one client process, back to back, no session resumption, SNI rotating over ${Math.min(o.certs, o.roll * 2)} names (the K rolled and as many unchanged), from 200 ms before to 200 ms after the rollout.`,
 		);
