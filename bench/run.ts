@@ -1,0 +1,98 @@
+/**
+ * certificatee benchmarks (not part of the test suite). Every scenario prints certificatee's figure beside the
+ * baseline's from the same run and their ratio, and writes bench/results/<date>-<scenario>.{json,md}.
+ *
+ *   npm run bench                      # all four scenarios at default sizes
+ *   npm run bench -- hotswap --full    # one scenario at full size
+ *   npm run bench -- --help
+ */
+import { cpus, loadavg } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { printResult, type ScenarioResult, writeResult } from "./lib/report.js";
+import { acme } from "./scenarios/acme.js";
+import { atomicdir } from "./scenarios/atomicdir.js";
+import { hotswap } from "./scenarios/hotswap.js";
+import { observe } from "./scenarios/observe.js";
+
+const SCENARIOS = ["hotswap", "observe", "acme", "atomicdir"] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+const { values, positionals } = parseArgs({
+	allowPositionals: true,
+	options: {
+		full: { type: "boolean", default: false },
+		help: { type: "boolean", default: false },
+		certs: { type: "string" },
+		roll: { type: "string" },
+		"fleet-endpoints": { type: "string" },
+		"fleet-certs": { type: "string" },
+		"acme-certs": { type: "string" },
+		swaps: { type: "string" },
+		kills: { type: "string" },
+		dir: { type: "string" },
+	},
+});
+
+if (values.help) {
+	console.log(`usage: npm run bench -- [${SCENARIOS.join("|")} ...] [--full] [--certs N] [--roll K]`);
+	process.exit(0);
+}
+
+const num = (v: string | undefined, dflt: number) => (v === undefined ? dflt : Number(v));
+const full = values.full;
+const chosen = (positionals.length > 0 ? positionals : [...SCENARIOS]) as Scenario[];
+for (const s of chosen) {
+	if (!SCENARIOS.includes(s)) {
+		console.error(`unknown scenario "${s}"; one of ${SCENARIOS.join(", ")}`);
+		process.exit(2);
+	}
+}
+
+const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
+	hotswap: () => hotswap({ certs: num(values.certs, full ? 5000 : 1000), roll: num(values.roll, 100) }),
+	observe: () =>
+		observe({
+			sizes: values.certs ? [Number(values.certs)] : full ? [1000, 5000] : [1000],
+			fleetEndpoints: num(values["fleet-endpoints"], full ? 100 : 10),
+			fleetCerts: num(values["fleet-certs"], full ? 1000 : 200),
+			reps: 3,
+		}),
+	acme: () =>
+		acme({
+			certs: num(values["acme-certs"], full ? 50 : 20),
+			parallel: 10,
+			modes: ["always-valid", "http-01"],
+		}),
+	atomicdir: () =>
+		atomicdir({
+			swaps: num(values.swaps, full ? 5000 : 500),
+			kills: num(values.kills, full ? 1000 : 30),
+			...(values.dir ? { dir: values.dir } : {}),
+		}),
+};
+
+const resultsDir = join(fileURLToPath(new URL(".", import.meta.url)), "results");
+const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`;
+const started = performance.now();
+let failed = 0;
+for (const s of chosen) {
+	try {
+		const load = loadavg()[0]!.toFixed(2);
+		const result = await runners[s]();
+		result.notes.push(
+			`Load average (1 min) before the scenario: ${load}, after: ${loadavg()[0]!.toFixed(2)} on ${cpus().length} cores.`,
+		);
+		printResult(result);
+		const files = writeResult(resultsDir, result, command);
+		console.log(`  -> ${files.join(", ")}`);
+	} catch (e) {
+		failed += 1;
+		console.error(`\n== ${s}: FAILED: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+	}
+}
+console.log(
+	`\nbench done in ${((performance.now() - started) / 1000).toFixed(0)} s${failed ? `, ${failed} failed` : ""}`,
+);
+process.exit(failed ? 1 : 0);

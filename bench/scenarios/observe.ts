@@ -1,0 +1,326 @@
+/**
+ * Scenario 2, observation cost. One HAProxy with N refs: certificatee's observe() through the pipelined
+ * runtime socket (the haproxy-runtime driver) and through the Data Plane API double, against one connection
+ * per command (what a shell loop over `socat` does). A no-op sync cycle (all N already in place): writes
+ * (must be 0) and wall time, against an unconditional reload. A fleet of E endpoints (real HAProxy processes,
+ * each behind a Data Plane API double) × C certificates: no-op cycle time and certificatee's peak memory.
+ */
+import { execFile } from "node:child_process";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { createDataplaneEndpoint } from "../../src/targets/haproxy-dataplane/index.js";
+import {
+	dataplaneEndpointSchema,
+	dataplaneTargetSchema,
+} from "../../src/targets/haproxy-dataplane/schema.js";
+import { createRuntimeEndpoint } from "../../src/targets/haproxy-runtime/index.js";
+import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
+import { buildTarget } from "../../src/targets/registry.js";
+import { type DpapiDouble, startDpapiDouble } from "../../test/harness/dpapi-double/index.js";
+import { freePort, type Haproxy, socketCommand, startHaproxy } from "../../test/harness/haproxy.js";
+import { crtDirFiles, desiredOf, makeCerts } from "../lib/pool.js";
+import { median, seconds } from "../lib/proc.js";
+import { masterReady, reloadToNewWorker } from "../lib/reload.js";
+import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
+
+export interface ObserveOptions {
+	/** Ref counts for the single endpoint, e.g. [1000] or [1000, 5000]. */
+	sizes: number[];
+	fleetEndpoints: number;
+	fleetCerts: number;
+	reps: number;
+}
+
+const WRITE_OPS = /^(create|replace|delete|add)/;
+const never = () => new AbortController().signal;
+
+async function timed<T>(fn: () => Promise<T>): Promise<{ s: number; value: T }> {
+	const started = performance.now();
+	const value = await fn();
+	return { s: seconds(started), value };
+}
+
+async function medianOf(reps: number, fn: () => Promise<unknown>): Promise<number> {
+	const times: number[] = [];
+	for (let i = 0; i < reps; i++) times.push((await timed(fn)).s);
+	return median(times)!;
+}
+
+/** The same facts the driver reads from HAProxy, one connection per command. */
+async function perConnection(h: Haproxy): Promise<number> {
+	const list = await socketCommand(h.adminSocket, "show ssl cert");
+	const names = list
+		.split("\n")
+		.filter((l) => l.startsWith("/") && l.startsWith(h.crtDir))
+		.map((l) => l.trim());
+	for (const n of names) await socketCommand(h.adminSocket, `show ssl cert ${n}`);
+	const lists = (await socketCommand(h.adminSocket, "show ssl crt-list"))
+		.split("\n")
+		.filter((l) => l.startsWith("/"));
+	for (const l of lists) await socketCommand(h.adminSocket, `show ssl crt-list ${l.trim()}`);
+	return names.length;
+}
+
+async function single(n: number, reps: number, rows: Row[], notes: string[]): Promise<void> {
+	const certs = await makeCerts(n);
+	const h = await startHaproxy({ crtDir: crtDirFiles(certs) });
+	let double: DpapiDouble | undefined;
+	const closers: Array<() => Promise<void>> = [];
+	try {
+		const runtimeConfig = runtimeTargetSchema.parse({
+			name: "lb",
+			type: "haproxy-runtime",
+			socket: h.adminSocket,
+			crt_dir: h.crtDir,
+		});
+		const driver = createRuntimeEndpoint(runtimeConfig, { now: () => new Date() });
+		closers.push(() => driver.close());
+		const cold = await timed(() => driver.observe(never()));
+		if (!cold.value.ok) throw new Error(`runtime observe failed: ${cold.value.error.message}`);
+		const refs = cold.value.refs.length;
+		const runtimeS = await medianOf(reps, () => driver.observe(never()));
+		const perConnS = await medianOf(reps, () => perConnection(h));
+
+		double = await startDpapiDouble({ haproxy: h });
+		const endpointRaw = { name: "lb", url: double.url, username: double.username, password: double.password };
+		const endpointConfig = dataplaneEndpointSchema.parse(endpointRaw);
+		const api = createDataplaneEndpoint(endpointConfig, { now: () => new Date() });
+		closers.push(() => api.close());
+		const apiObs = await api.observe(never());
+		if (!apiObs.ok) throw new Error(`dataplane observe failed: ${apiObs.error.message}`);
+		const apiS = await medianOf(reps, () => api.observe(never()));
+
+		const base = { baselineName: "one connection per command" };
+		rows.push(
+			{
+				...base,
+				metric: `observe ${refs} refs (s)`,
+				variant: "runtime driver (pipelined, 1 connection)",
+				certificatee: runtimeS,
+				baseline: perConnS,
+			},
+			{
+				...base,
+				metric: `observe ${refs} refs (refs/s)`,
+				variant: "runtime driver (pipelined, 1 connection)",
+				certificatee: refs / runtimeS,
+				baseline: refs / perConnS,
+				note: "certificatee / baseline",
+			},
+			{
+				...base,
+				metric: `observe ${refs} refs (s)`,
+				variant: "dataplane driver via API double",
+				certificatee: apiS,
+				baseline: perConnS,
+			},
+		);
+		notes.push(
+			`N=${n}: first (cold) runtime observe ${cold.s.toFixed(2)} s (reads and parses every file in crt_dir once; later ` +
+				`observes reuse unchanged files); the baseline only asks HAProxy (no file reads). Medians of ${reps}.`,
+		);
+
+		// No-op cycle: every certificate already in place.
+		const desired = desiredOf(certs);
+		const runtimeTarget = buildTarget(runtimeConfig, { now: () => new Date() });
+		closers.push(() => runtimeTarget.close());
+		const apiTarget = buildTarget(
+			dataplaneTargetSchema.parse({
+				name: "fleet",
+				type: "haproxy-dataplane",
+				storage_dir: h.crtDir,
+				endpoints: [endpointRaw],
+			}),
+			{ now: () => new Date() },
+		);
+		closers.push(() => apiTarget.close());
+		const noop = async (t: typeof runtimeTarget) => {
+			const r = await t.runner.run(desired, "sync", never());
+			const e = r.endpoints[0]!;
+			if (!e.ok) throw new Error(`no-op cycle failed: ${e.error?.message}`);
+			return e.steps.length;
+		};
+		await noop(runtimeTarget);
+		let runtimeSteps = 0;
+		const runtimeNoopS = await medianOf(reps, async () => {
+			runtimeSteps += await noop(runtimeTarget);
+		});
+		const writesBefore = apiWrites(double);
+		await noop(apiTarget);
+		const apiNoopS = await medianOf(reps, () => noop(apiTarget));
+		const apiWriteCount = apiWrites(double) - writesBefore;
+		const pid = await h.workerPid();
+		const reloadTimes: number[] = [];
+		for (let i = 0; i < reps; i++) {
+			await masterReady(h);
+			reloadTimes.push((await timed(() => reloadToNewWorker(h))).s);
+		}
+		const reloadS = median(reloadTimes)!;
+		if ((await h.workerPid()) === pid) throw new Error("reload did not happen");
+		const nb = { baselineName: "unconditional reload (SIGUSR2)" };
+		rows.push(
+			{
+				...nb,
+				metric: `no-op cycle, ${n} certs: wall (s)`,
+				variant: "haproxy-runtime target",
+				certificatee: runtimeNoopS,
+				baseline: reloadS,
+			},
+			{
+				...nb,
+				metric: `no-op cycle, ${n} certs: writes`,
+				variant: "haproxy-runtime target (planned steps)",
+				certificatee: runtimeSteps,
+				baseline: n,
+				note: "baseline reloads all N",
+			},
+			{
+				...nb,
+				metric: `no-op cycle, ${n} certs: wall (s)`,
+				variant: "dataplane target via API double",
+				certificatee: apiNoopS,
+				baseline: reloadS,
+			},
+			{
+				...nb,
+				metric: `no-op cycle, ${n} certs: write requests`,
+				variant: "dataplane target (counted by the double)",
+				certificatee: apiWriteCount,
+				baseline: n,
+				note: "baseline reloads all N",
+			},
+		);
+		double.assertSpecClean();
+	} finally {
+		for (const c of closers.reverse()) await c().catch(() => undefined);
+		await double?.close();
+		await h.stop();
+	}
+}
+
+function apiWrites(d: DpapiDouble): number {
+	return Object.entries(d.counts())
+		.filter(([op]) => WRITE_OPS.test(op))
+		.reduce((n, [, c]) => n + c, 0);
+}
+
+const childScript = fileURLToPath(new URL("./fleet-child.ts", import.meta.url));
+
+async function fleet(o: ObserveOptions, rows: Row[], notes: string[]): Promise<void> {
+	const scratch = await mkdtemp(join(tmpdir(), "certificatee-bench-fleet-"));
+	const shared = join(scratch, "certs");
+	await mkdir(shared);
+	const certs = await makeCerts(o.fleetCerts);
+	for (const [f, pem] of Object.entries(crtDirFiles(certs)))
+		await writeFile(join(shared, f), pem, { mode: 0o600 });
+	const hs: Haproxy[] = [];
+	const doubles: DpapiDouble[] = [];
+	try {
+		const startedAll = performance.now();
+		// Every node loads the same storage directory, as a fleet sharing one storage_dir path does.
+		for (let i = 0; i < o.fleetEndpoints; i += 2) {
+			const batch = await Promise.all(
+				Array.from({ length: Math.min(2, o.fleetEndpoints - i) }, async () => {
+					const port = await freePort();
+					return startHaproxy({
+						extraConfig: [
+							"frontend fe_fleet",
+							`    bind 127.0.0.1:${port} ssl crt ${shared}`,
+							'    http-request return status 200 content-type text/plain string "ok\\n"',
+						].join("\n"),
+					});
+				}),
+			);
+			hs.push(...batch);
+		}
+		for (const h of hs) doubles.push(await startDpapiDouble({ haproxy: h, storageDir: shared }));
+		const startS = seconds(startedAll);
+		const job = {
+			endpoints: doubles.map((d, i) => ({
+				name: `lb${i}`,
+				url: d.url,
+				username: d.username,
+				password: d.password,
+			})),
+			storageDir: shared,
+			certDir: shared,
+			cycles: 3,
+		};
+		const jobFile = join(scratch, "job.json");
+		await writeFile(jobFile, JSON.stringify(job));
+		const { stdout } = await promisify(execFile)(
+			process.execPath,
+			["--import", "tsx", childScript, jobFile],
+			{
+				maxBuffer: 64 * 2 ** 20,
+			},
+		);
+		const out = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
+			cycles: Array<{ wallS: number; cpuS: number; writes: number; failedEndpoints: number; refs: number }>;
+			rssBeforeMiB: number;
+			rssPeakMiB: number;
+		};
+		const writes = out.cycles.reduce((n, c) => n + c.writes, 0);
+		const failedEndpoints = Math.max(...out.cycles.map((c) => c.failedEndpoints));
+		const apiWriteCount = doubles.reduce((n, d) => n + apiWrites(d), 0);
+		for (const d of doubles) d.assertSpecClean();
+		const label = `${o.fleetEndpoints} endpoints × ${o.fleetCerts} certs`;
+		rows.push(
+			{
+				metric: `fleet no-op cycle, ${label}: wall (s)`,
+				variant: "dataplane target, all endpoints, concurrency 16",
+				certificatee: median(out.cycles.map((c) => c.wallS)),
+				baselineName: "–",
+				note: "no baseline: a reload-based tool has no observation step",
+			},
+			{
+				metric: `fleet no-op cycle, ${label}: write requests`,
+				variant: "counted by the doubles (3 cycles)",
+				certificatee: apiWriteCount,
+				baselineName: "–",
+			},
+			{
+				metric: `fleet: certificatee peak RSS (MiB)`,
+				variant: "own process, incl. the desired set",
+				certificatee: out.rssPeakMiB,
+				baselineName: "–",
+			},
+		);
+		notes.push(
+			`Fleet: ${hs.length} real HAProxy processes (each loading the same ${o.fleetCerts}-file storage dir) started in ${startS.toFixed(0)} s, ` +
+				`each behind its own Data Plane API double (spec-validating, all in the bench process); certificatee in a separate process ` +
+				`(RSS ${out.rssBeforeMiB.toFixed(0)} MiB before loading the desired set); cycles ${out.cycles.map((c) => c.wallS.toFixed(2)).join(" / ")} s (certificatee's own CPU ${out.cycles.map((c) => c.cpuS.toFixed(2)).join(" / ")} s; the rest is the doubles and HAProxy); ` +
+				`planned steps ${writes}; failed endpoints ${failedEndpoints}; refs seen per cycle ${out.cycles[0]?.refs}.`,
+		);
+	} finally {
+		for (const d of doubles) await d.close().catch(() => undefined);
+		await Promise.all(hs.map((h) => h.stop()));
+		await rm(scratch, { recursive: true, force: true });
+	}
+}
+
+export async function observe(o: ObserveOptions): Promise<ScenarioResult> {
+	const t0 = performance.now();
+	const rows: Row[] = [];
+	const notes: string[] = [];
+	for (const n of o.sizes) await single(n, o.reps, rows, notes);
+	for (const r of rows)
+		if (r.ratio === undefined && r.baseline !== undefined) r.ratio = ratio(r.baseline, r.certificatee);
+	for (const r of rows) if (r.note === "certificatee / baseline") r.ratio = ratio(r.certificatee, r.baseline);
+	if (o.fleetEndpoints > 0) await fleet(o, rows, notes);
+	return {
+		scenario: "observe",
+		title: "2. Observation cost",
+		parameters: {
+			N_refs: o.sizes.join("+"),
+			fleet: `${o.fleetEndpoints}×${o.fleetCerts}`,
+			reps: o.reps,
+		},
+		rows,
+		notes,
+		durationS: seconds(t0),
+	};
+}
