@@ -85,7 +85,12 @@ for (const s of chosen) {
 			`Load average (1 min) before the scenario: ${load}, after: ${loadavg()[0]!.toFixed(2)} on ${cpus().length} cores.`,
 		);
 		printResult(result);
-		const files = writeResult(resultsDir, result, command);
+		// Default-size runs are <date>-<scenario>; any other size gets "-full" or "-custom" so it never overwrites them.
+		const sized = Object.keys(values).some(
+			(k) => !["full", "help"].includes(k) && values[k as keyof typeof values] !== undefined,
+		);
+		const suffix = values.full ? "-full" : sized ? "-custom" : "";
+		const files = writeResult(resultsDir, { ...result, scenario: `${result.scenario}${suffix}` }, command);
 		console.log(`  -> ${files.join(", ")}`);
 	} catch (e) {
 		failed += 1;

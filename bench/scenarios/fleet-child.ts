@@ -42,6 +42,7 @@ const sampler = setInterval(() => {
 }, 20);
 const cycles: Array<{ wallS: number; cpuS: number; writes: number; failedEndpoints: number; refs: number }> =
 	[];
+const errors = new Set<string>();
 for (let i = 0; i < job.cycles; i++) {
 	const started = performance.now();
 	const cpu0 = process.cpuUsage();
@@ -55,6 +56,8 @@ for (let i = 0; i < job.cycles; i++) {
 		new AbortController().signal,
 	);
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
+	for (const e of endpoints)
+		if (!e.ok && e.error) errors.add(`${e.error.code}: ${e.error.message.replace(/lb\d+/g, "lbN")}`);
 	cycles.push({
 		wallS: (performance.now() - started) / 1000,
 		cpuS: ((c) => (c.user + c.system) / 1e6)(process.cpuUsage(cpu0)),
@@ -72,6 +75,7 @@ process.stdout.write(
 		rssBeforeMiB: rssBefore / 2 ** 20,
 		rssPeakMiB: Math.max(peak, Number(hwm?.[1] ?? 0) * 1024) / 2 ** 20,
 		desired: desired.length,
+		errors: [...errors].slice(0, 5),
 	})}\n`,
 );
 process.exit(0);

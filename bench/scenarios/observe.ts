@@ -262,6 +262,7 @@ async function fleet(o: ObserveOptions, rows: Row[], notes: string[]): Promise<v
 			cycles: Array<{ wallS: number; cpuS: number; writes: number; failedEndpoints: number; refs: number }>;
 			rssBeforeMiB: number;
 			rssPeakMiB: number;
+			errors: string[];
 		};
 		const writes = out.cycles.reduce((n, c) => n + c.writes, 0);
 		const failedEndpoints = Math.max(...out.cycles.map((c) => c.failedEndpoints));
@@ -272,9 +273,19 @@ async function fleet(o: ObserveOptions, rows: Row[], notes: string[]): Promise<v
 			{
 				metric: `fleet no-op cycle, ${label}: wall (s)`,
 				variant: "dataplane target, all endpoints, concurrency 16",
-				certificatee: median(out.cycles.map((c) => c.wallS)),
+				...(failedEndpoints === 0 ? { certificatee: median(out.cycles.map((c) => c.wallS)) } : {}),
 				baselineName: "–",
-				note: "no baseline: a reload-based tool has no observation step",
+				note:
+					failedEndpoints === 0
+						? "no baseline: a reload-based tool has no observation step"
+						: "not valid: endpoints failed, see the failed-endpoints row",
+			},
+			{
+				metric: `fleet no-op cycle, ${label}: failed endpoints (worst cycle)`,
+				variant: "must be 0",
+				certificatee: failedEndpoints,
+				baselineName: "–",
+				...(out.errors.length > 0 ? { note: out.errors.join(" | ").slice(0, 300) } : {}),
 			},
 			{
 				metric: `fleet no-op cycle, ${label}: write requests`,
