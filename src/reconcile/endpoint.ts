@@ -2,6 +2,7 @@
  * One endpoint, three phases: observe everything, classify from that complete picture, then act.
  * Failures are values: an endpoint that does not answer yields a report with its error, never an exception.
  */
+import pLimit from "p-limit";
 import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
@@ -10,6 +11,7 @@ import { planEndpoint } from "./plan.js";
 import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
 
 const NEVER_ABORTED = new AbortController().signal;
+const PROBE_CONCURRENCY = 8;
 
 export interface EndpointJob {
 	target: string;
@@ -76,36 +78,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
 	let served = servedBefore;
 	if (job.mode === "sync" && plan.steps.length > 0) {
-		const failedRefs = new Set<string>();
-		const pinnedRefs = new Map<string, string>();
-		for (const [i, step] of plan.steps.entries()) {
-			const view = steps[i] as StepView;
-			const pinned = pinnedRefs.get(step.action.ref);
-			if (failedRefs.has(step.action.ref) || pinned !== undefined || job.signal.aborted) {
-				view.result = "skipped";
-				view.note = job.signal.aborted
-					? "stopping"
-					: pinned !== undefined
-						? `pinned: ${pinned}`
-						: "an earlier write for this ref failed";
-				continue;
-			}
-			// A write in flight is finished even when stopping: the signal is checked between writes only.
-			const result = await job.driver.apply(step.action, NEVER_ABORTED);
-			view.result = result.ok ? "ok" : "failed";
-			if (result.note) view.note = result.note;
-			if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
-			const refusal = result.error ? pinnedBy(step.action, result.error) : undefined;
-			if (refusal !== undefined) {
-				// Refused by the configuration, not failed: reported as pinned, kept and synced from the next cycle.
-				view.result = "skipped";
-				view.note = `pinned: ${refusal}`;
-				pinnedRefs.set(step.action.ref, refusal);
-			} else if (result.error) {
-				view.error = errorView(result.error);
-				failedRefs.add(step.action.ref);
-			}
-		}
+		const pinnedRefs = await applySteps(job, plan.steps, steps);
 		served = await probeAll(job);
 		// A name the writes fixed is no longer shadowed; the report shows what is served now.
 		const fixed = new Set(served.filter((s) => s.view.match).map((s) => s.view.sni));
@@ -132,6 +105,49 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		}),
 		durationMs: job.now().getTime() - started,
 	};
+}
+
+/**
+ * Phase 3: the endpoint's writes in order, one at a time. A ref whose write failed, or whose removal the
+ * configuration refused (pinned), gets no further writes this cycle. Fills in each step's result; returns
+ * the refs found pinned (ref -> why).
+ */
+async function applySteps(
+	job: EndpointJob,
+	planned: ReadonlyArray<{ action: Action }>,
+	views: StepView[],
+): Promise<Map<string, string>> {
+	const failedRefs = new Set<string>();
+	const pinnedRefs = new Map<string, string>();
+	for (const [i, step] of planned.entries()) {
+		const view = views[i] as StepView;
+		const pinned = pinnedRefs.get(step.action.ref);
+		if (failedRefs.has(step.action.ref) || pinned !== undefined || job.signal.aborted) {
+			view.result = "skipped";
+			view.note = job.signal.aborted
+				? "stopping"
+				: pinned !== undefined
+					? `pinned: ${pinned}`
+					: "an earlier write for this ref failed";
+			continue;
+		}
+		// A write in flight is finished even when stopping: the signal is checked between writes only.
+		const result = await job.driver.apply(step.action, NEVER_ABORTED);
+		view.result = result.ok ? "ok" : "failed";
+		if (result.note) view.note = result.note;
+		if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
+		const refusal = result.error ? pinnedBy(step.action, result.error) : undefined;
+		if (refusal !== undefined) {
+			// Refused by the configuration, not failed: reported as pinned, kept and synced from the next cycle.
+			view.result = "skipped";
+			view.note = `pinned: ${refusal}`;
+			pinnedRefs.set(step.action.ref, refusal);
+		} else if (result.error) {
+			view.error = errorView(result.error);
+			failedRefs.add(step.action.ref);
+		}
+	}
+	return pinnedRefs;
 }
 
 /**
@@ -162,32 +178,44 @@ function errorView(e: CertificateeError): { code: string; message: string; hint?
 	return { code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) };
 }
 
+/** Probes every (non-wildcard) name of every desired certificate, a few handshakes at a time. */
 async function probeAll(job: EndpointJob): Promise<Array<{ view: ServedView; served?: ServedCertificate }>> {
 	const probe = job.driver.probe?.bind(job.driver);
 	if (probe === undefined) return [];
-	const out: Array<{ view: ServedView; served?: ServedCertificate }> = [];
-	for (const { certificate } of job.desired) {
-		const expectedSerial = certificate.bundle.leaf.serial;
-		for (const sni of bundleNames(certificate.bundle)) {
-			if (sni.startsWith("*.")) continue;
-			try {
-				const served = await probe(sni, job.signal);
-				out.push({
-					served,
-					view: {
-						sni,
-						certificate: certificate.name,
-						expectedSerial,
-						servedSerial: served.serial,
-						match: served.serial === expectedSerial,
-					},
-				});
-			} catch (e) {
-				out.push({
-					view: { sni, certificate: certificate.name, expectedSerial, match: false, error: describeError(e) },
-				});
-			}
-		}
-	}
-	return out;
+	const limit = pLimit(PROBE_CONCURRENCY);
+	const names = job.desired.flatMap(({ certificate }) =>
+		bundleNames(certificate.bundle)
+			.filter((sni) => !sni.startsWith("*."))
+			.map((sni) => ({ sni, certificate })),
+	);
+	return Promise.all(
+		names.map(({ sni, certificate }) =>
+			limit(async (): Promise<{ view: ServedView; served?: ServedCertificate }> => {
+				const expectedSerial = certificate.bundle.leaf.serial;
+				try {
+					const served = await probe(sni, job.signal);
+					return {
+						served,
+						view: {
+							sni,
+							certificate: certificate.name,
+							expectedSerial,
+							servedSerial: served.serial,
+							match: served.serial === expectedSerial,
+						},
+					};
+				} catch (e) {
+					return {
+						view: {
+							sni,
+							certificate: certificate.name,
+							expectedSerial,
+							match: false,
+							error: describeError(e),
+						},
+					};
+				}
+			}),
+		),
+	);
 }
