@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { removeStaleStaging, syncDirectory, writeFileAtomic } from "../../src/atomicdir/index.js";
 import { SET_NAMES, versionedFiles } from "../../test/atomicdir/children/versioned.js";
-import { heldVersion, stagingLeftovers, startChild } from "../../test/atomicdir/helpers.js";
+import { heldVersion, type ReaderStats, stagingLeftovers, startChild } from "../../test/atomicdir/helpers.js";
 import { seconds } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
 
@@ -25,14 +25,6 @@ export interface AtomicdirOptions {
 }
 
 type Layout = "exchange" | "symlink" | "per-file";
-
-interface ReaderStats {
-	tier: string;
-	reads: number;
-	mismatches: number;
-	torn: number;
-	retries: number;
-}
 
 interface LayoutRun {
 	layout: Layout;

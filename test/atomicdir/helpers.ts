@@ -158,3 +158,12 @@ export function stagingLeftovers(parent: string): string[] {
 export function versionDirs(target: string): string[] {
 	return readdirSync(target).filter((n) => n.startsWith("..") && n !== "..data");
 }
+
+/** What a reader child reports when it stops (test/atomicdir/children/reader). */
+export interface ReaderStats {
+	tier: string;
+	reads: number;
+	mismatches: number;
+	torn: number;
+	retries: number;
+}

@@ -10,15 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { syncDirectory, writeFileAtomic } from "../../src/atomicdir/index.js";
 import { combinedContent, versionedFiles } from "./children/versioned.js";
-import { type Child, fastTempDir, heldVersion, startChild } from "./helpers.js";
-
-interface ReaderStats {
-	tier: string;
-	reads: number;
-	mismatches: number;
-	torn: number;
-	retries: number;
-}
+import { type Child, fastTempDir, heldVersion, type ReaderStats, startChild } from "./helpers.js";
 
 const cleanup: { dirs: string[]; children: Child[] } = { dirs: [], children: [] };
 afterEach(async () => {
