@@ -2,8 +2,7 @@
  * What certificatee keeps in the state store, as typed records over the narrow StateStore:
  *   certificates/<name>          issued certificates, newest first, the last 3 kept for rollback
  *   renewal/<name>               renewal state: jitter, renewAt, attempts, failures, orders (loop breaker)
- *   acme-accounts/<issuer>       ACME account key and URL (the acme issuer's AccountStore can sit on it;
- *                                its own file store uses <state_dir>/acme/<issuer>/, a different path)
+ * (The ACME account is the acme issuer's own, behind its AccountStore: <state_dir>/acme/<issuer>/.)
  * Every record is validated when read; a record that does not parse is STATE_CORRUPT, never guessed at.
  */
 import { z } from "zod";
@@ -46,14 +45,6 @@ export const renewalStateSchema = z.object({
 });
 export type RenewalState = z.infer<typeof renewalStateSchema>;
 
-/** Same fields as the acme issuer's StoredAccount, with the key as PEM text. */
-export const acmeAccountSchema = z.object({
-	keyPem: z.string(),
-	directoryUrl: z.string().optional(),
-	accountUrl: z.string().optional(),
-});
-export type AcmeAccount = z.infer<typeof acmeAccountSchema>;
-
 export interface StoredRecord<T> {
 	value: T;
 	/** Pass back to the matching write as the expected version. 0 when the record does not exist. */
@@ -79,7 +70,6 @@ async function readRecord<T>(
 
 export const certificateKey = (name: string) => `certificates/${name}`;
 export const renewalKey = (name: string) => `renewal/${name}`;
-export const acmeAccountKey = (issuer: string) => `acme-accounts/${issuer}`;
 
 export function readCertificateRecord(store: StateStore, name: string) {
 	return readRecord(store, certificateKey(name), certificateRecordSchema);
@@ -102,12 +92,4 @@ export function readRenewalState(store: StateStore, name: string) {
 
 export function writeRenewalState(store: StateStore, name: string, state: RenewalState, version: number) {
 	return store.put(renewalKey(name), renewalStateSchema.parse(state), version);
-}
-
-export function readAcmeAccount(store: StateStore, issuer: string) {
-	return readRecord(store, acmeAccountKey(issuer), acmeAccountSchema);
-}
-
-export function writeAcmeAccount(store: StateStore, issuer: string, account: AcmeAccount, version: number) {
-	return store.put(acmeAccountKey(issuer), acmeAccountSchema.parse(account), version);
 }

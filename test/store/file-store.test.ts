@@ -4,17 +4,13 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Secret } from "../../src/certificates/types.js";
 import { isCertificateeError } from "../../src/errors.js";
-import { stateAccountStore } from "../../src/store/account-store.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
 import {
 	HISTORY_LIMIT,
-	readAcmeAccount,
 	readCertificateRecord,
 	readRenewalState,
 	storeIssued,
-	writeAcmeAccount,
 } from "../../src/store/records.js";
 
 const CHILD = join(import.meta.dirname, "store-child.ts");
@@ -98,34 +94,14 @@ describe("store/file-store", () => {
 		expect(HISTORY_LIMIT).toBe(3);
 	});
 
-	it("round-trips an ACME account and reports a record of the wrong shape as STATE_CORRUPT", async () => {
+	it("writes records 0600 and reports a record of the wrong shape as STATE_CORRUPT", async () => {
 		store = await openFileStore(dir);
-		const account = { keyPem: "k", directoryUrl: "https://127.0.0.1:14000/dir", accountUrl: "https://a/1" };
-		expect(await writeAcmeAccount(store, "le", account, 0)).toBe(1);
-		expect(await readAcmeAccount(store, "le")).toEqual({ value: account, version: 1 });
-		expect((await stat(join(dir, "acme-accounts", "le.json"))).mode & 0o777).toBe(0o600);
+		expect(await store.put("certificates/secret", { keyPem: "k" }, 0)).toBe(1);
+		expect((await stat(join(dir, "certificates", "secret.json"))).mode & 0o777).toBe(0o600);
 		await store.put("renewal/web", { failures: "many" }, 0);
 		await expect(readRenewalState(store, "web")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
 		await writeFile(join(dir, "renewal", "torn.json"), '{"version": 1, "value": {');
 		await expect(store.get("renewal/torn")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
-	});
-
-	it("keeps an ACME account through the acme issuer's load/save shape, refusing a second writer", async () => {
-		store = await openFileStore(dir);
-		const first = stateAccountStore(store, "le");
-		expect(await first.load()).toBeUndefined();
-		await first.save({ key: new Secret("KEY"), directoryUrl: "https://ca/dir" });
-		await first.save({
-			key: new Secret("KEY"),
-			directoryUrl: "https://ca/dir",
-			accountUrl: "https://ca/acct/1",
-		});
-		const loaded = await stateAccountStore(store, "le").load();
-		expect(loaded?.key.reveal()).toBe("KEY");
-		expect(loaded?.accountUrl).toBe("https://ca/acct/1");
-		expect(JSON.stringify(loaded)).not.toContain("KEY");
-		const stale = stateAccountStore(store, "le");
-		await expect(stale.save({ key: new Secret("OTHER") })).rejects.toMatchObject({ code: "STATE_CONFLICT" });
 	});
 
 	it("refuses a second process on the same state directory with STATE_LOCKED", async () => {
