@@ -12,11 +12,12 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createTestCa, issueTestLeaf } from "./certs.js";
+import { freePorts } from "./ports.js";
 
 export const HAPROXY_BIN = process.env.HAPROXY_BIN ?? "/usr/sbin/haproxy";
 
@@ -89,17 +90,10 @@ export interface Haproxy {
 	stop(): Promise<void>;
 }
 
-/** A TCP port the OS reports free on 127.0.0.1 (listen on 0, close). */
+/** A free TCP port on 127.0.0.1 (below the ephemeral range: see ports.ts). */
 export async function freePort(): Promise<number> {
-	return new Promise((resolve, reject) => {
-		const server = createServer();
-		server.once("error", reject);
-		server.listen(0, "127.0.0.1", () => {
-			const address = server.address();
-			const port = typeof address === "object" && address ? address.port : 0;
-			server.close(() => resolve(port));
-		});
-	});
+	const [port] = await freePorts(1);
+	return port as number;
 }
 
 /** Sends one line to a unix socket in non-interactive mode and returns everything until EOF. */
