@@ -1,6 +1,6 @@
 /** What every command gets: parsed global options, a logger, the config loader and an output sink. */
 
-import { configProblems, defaultConfigPath, type LoadedConfig, loadConfigFile } from "../config/load.js";
+import { defaultConfigPath, type LoadedConfig, loadConfigFile } from "../config/load.js";
 import { CertificateeError } from "../errors.js";
 import { createLogger, type Logger } from "../log.js";
 
@@ -32,10 +32,6 @@ export function createContext(options: GlobalOptions, env: NodeJS.ProcessEnv = p
 
 /** A human line for an error: message, then the hint. */
 export function formatError(e: unknown): string {
-	if (e instanceof CertificateeError) {
-		const problems = configProblems(e);
-		const body = problems.length > 0 ? e.message : e.message;
-		return e.hint ? `${body}\n  hint: ${e.hint}` : body;
-	}
+	if (e instanceof CertificateeError) return e.hint ? `${e.message}\n  hint: ${e.hint}` : e.message;
 	return e instanceof Error ? e.message : String(e);
 }

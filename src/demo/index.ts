@@ -20,8 +20,9 @@ export interface DemoOptions {
 	stateDir: string;
 	log: Logger;
 	out(line: string): void;
-	/** Stop after this long (tests); default: until SIGINT/SIGTERM. */
+	/** Where SIGINT/SIGTERM come from (process); the demo runs until one arrives. */
 	signals: NodeJS.EventEmitter;
+	/** Certificate lifetime; renewal at 1/3 left. Default 90s. */
 	lifetime?: string;
 }
 
