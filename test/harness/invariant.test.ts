@@ -51,7 +51,9 @@ describe("assertReloadSafe", () => {
 		} finally {
 			await client.close();
 		}
-		await expect(assertReloadSafe(h)).rejects.toThrow(/memory-only\.test: [0-9A-F]+ -> [0-9A-F]+/);
+		await expect(assertReloadSafe(h)).rejects.toThrow(
+			/memory-only\.test: [0-9A-F]+ \(list\/memory-only\.pem in memory only\) -> [0-9A-F]+ \(default\.pem\)/,
+		);
 		// The config check passed (the file is named nowhere on disk); the probe after the reload caught it.
 	});
 
@@ -67,7 +69,9 @@ describe("assertReloadSafe", () => {
 		const h = await start(["a.test"]);
 		const leaf = await issueTestLeaf(ca, { names: ["disk-only.test"] });
 		await writeFile(join(h.crtDir, "disk-only.pem"), leaf.combinedPem, { mode: 0o600 });
-		await expect(assertReloadSafe(h)).rejects.toThrow(/disk-only\.test/);
+		await expect(assertReloadSafe(h)).rejects.toThrow(
+			/disk-only\.test: [0-9A-F]+ \(default\.pem\) -> [0-9A-F]+ \(certs\/disk-only\.pem on disk only\)/,
+		);
 		await expect(assertReloadSafe(h)).resolves.toBeUndefined(); // the reload took it: converged since
 	});
 

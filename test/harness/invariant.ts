@@ -19,6 +19,7 @@ import { readdir, readFile, readlink, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
+import { normaliseSerial } from "../../src/certificates/index.js";
 import { probeServed } from "../../src/probe/index.js";
 import { RuntimeClient } from "../../src/targets/haproxy-runtime/socket.js";
 import { HAPROXY_BIN, type Haproxy } from "./haproxy.js";
@@ -60,33 +61,60 @@ function addProbeNames(into: Set<string>, names: Iterable<string>): void {
 	}
 }
 
-/** Every SNI name the running worker could be asked for: each certificate's DNS names in `show ssl cert`. */
-export async function servedNames(h: Haproxy): Promise<string[]> {
+/** What one side (the running worker, or the files a reload would load) holds: names, and who has each serial. */
+interface Inventory {
+	names: Set<string>;
+	/** serial -> the certificate names (paths relative to the instance's dir) holding it. */
+	holders: Map<string, Set<string>>;
+}
+
+const emptyInventory = (): Inventory => ({ names: new Set(), holders: new Map() });
+
+function hold(inv: Inventory, serial: string | undefined, holder: string): void {
+	if (serial === undefined) return;
+	const set = inv.holders.get(serial) ?? new Set<string>();
+	set.add(holder);
+	inv.holders.set(serial, set);
+}
+
+const relative = (h: Haproxy, path: string) =>
+	path.startsWith(`${h.dir}/`) ? path.slice(h.dir.length + 1) : path;
+
+async function memoryInventory(h: Haproxy): Promise<Inventory> {
+	const inv = emptyInventory();
 	const client = new RuntimeClient({ address: h.adminSocket, name: "invariant" });
 	try {
 		const { names } = await client.showCerts();
-		const details = await Promise.all(names.map((n) => client.showCert(n)));
-		const all = new Set<string>();
-		for (const d of details) addProbeNames(all, d?.sans ?? []);
-		return [...all].sort();
+		for (const name of names) {
+			const d = await client.showCert(name);
+			addProbeNames(inv.names, d?.sans ?? []);
+			hold(inv, d?.serial, relative(h, name));
+		}
+		return inv;
 	} finally {
 		await client.close();
 	}
 }
 
-/** DNS names of the first certificate in a PEM file; none when the file is missing or holds no certificate. */
-async function leafNames(path: string): Promise<string[]> {
+/** Every SNI name the running worker could be asked for: each certificate's DNS names in `show ssl cert`. */
+export async function servedNames(h: Haproxy): Promise<string[]> {
+	return [...(await memoryInventory(h)).names].sort();
+}
+
+/** The first certificate in a PEM file; undefined when the file is missing or holds none. */
+async function leaf(path: string): Promise<{ names: string[]; serial: string } | undefined> {
 	try {
 		const pem = await readFile(path, "utf8");
 		const block = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.exec(pem)?.[0];
-		if (block === undefined) return [];
-		const san = new X509Certificate(block).subjectAltName ?? "";
-		return san
+		if (block === undefined) return undefined;
+		const cert = new X509Certificate(block);
+		const names = (cert.subjectAltName ?? "")
 			.split(", ")
 			.filter((s) => s.startsWith("DNS:"))
 			.map((s) => s.slice(4));
+		return { names, serial: normaliseSerial(cert.serialNumber) };
 	} catch {
-		return []; // a missing or broken file is `haproxy -c`'s to report
+		return undefined; // a missing or broken file is `haproxy -c`'s to report
 	}
 }
 
@@ -98,10 +126,15 @@ async function crtDirFiles(dir: string): Promise<string[]> {
 		.map((f) => join(dir, f));
 }
 
-/** Every SNI name a reload would load: the certificates (and crt-list filters) the configuration names. */
-export async function configuredNames(h: Haproxy): Promise<string[]> {
+/** What a reload would load: the certificates (and crt-list SNI filters) the configuration's binds name. */
+async function diskInventory(h: Haproxy): Promise<Inventory> {
+	const inv = emptyInventory();
+	const add = async (path: string) => {
+		const l = await leaf(path);
+		addProbeNames(inv.names, l?.names ?? []);
+		hold(inv, l?.serial, relative(h, path));
+	};
 	const cfg = await readFile(h.configPath, "utf8");
-	const all = new Set<string>();
 	for (const line of cfg.split("\n")) {
 		const words = line.trim().split(/\s+/);
 		if (words[0] !== "bind") continue;
@@ -109,23 +142,41 @@ export async function configuredNames(h: Haproxy): Promise<string[]> {
 			const arg = words[i + 1] as string;
 			if (words[i] === "crt") {
 				const isDir = await stat(arg).then(
-					(s) => s.isDirectory(),
+					(st) => st.isDirectory(),
 					() => false,
 				);
-				for (const file of isDir ? await crtDirFiles(arg) : [arg]) addProbeNames(all, await leafNames(file));
+				for (const file of isDir ? await crtDirFiles(arg) : [arg]) await add(file);
 			} else if (words[i] === "crt-list") {
 				const list = await readFile(arg, "utf8").catch(() => "");
 				for (const entry of list.split("\n")) {
 					const t = entry.trim();
 					if (t === "" || t.startsWith("#")) continue;
-					const [path, ...rest] = t.replace(/\[[^\]]*\]/, " ").split(/\s+/);
-					addProbeNames(all, await leafNames(path as string));
-					addProbeNames(all, rest);
+					const [path, ...filters] = t.replace(/\[[^\]]*\]/, " ").split(/\s+/);
+					await add(path as string);
+					addProbeNames(inv.names, filters);
 				}
 			}
 		}
 	}
-	return [...all].sort();
+	return inv;
+}
+
+/** Every SNI name a reload would load: the certificates (and crt-list filters) the configuration names. */
+export async function configuredNames(h: Haproxy): Promise<string[]> {
+	return [...(await diskInventory(h)).names].sort();
+}
+
+/** "101175B7 (pinned/legacy_pin.pem)": a serial and who holds it, in memory and on disk. */
+function describeSerial(serial: string | undefined, memory: Inventory, disk: Inventory): string {
+	if (serial === undefined) return "-";
+	const inMemory = memory.holders.get(serial) ?? new Set<string>();
+	const onDisk = disk.holders.get(serial) ?? new Set<string>();
+	const who = [...new Set([...inMemory, ...onDisk])]
+		.sort()
+		.map((f) =>
+			inMemory.has(f) && onDisk.has(f) ? f : `${f} ${inMemory.has(f) ? "in memory only" : "on disk only"}`,
+		);
+	return who.length > 0 ? `${serial} (${who.join(", ")})` : serial;
 }
 
 async function servedSerials(h: Haproxy, names: readonly string[]): Promise<Record<string, string>> {
@@ -181,9 +232,9 @@ async function reloadToNewWorker(h: Haproxy): Promise<void> {
 /** Checks the configuration, reloads, and asserts every name serves the same serial as before. */
 export async function assertReloadSafe(h: Haproxy, options: ReloadSafeOptions = {}): Promise<void> {
 	const except = new Set(options.except ?? []);
-	const names = [
-		...new Set([...(await servedNames(h)), ...(await configuredNames(h)), ...(options.names ?? [])]),
-	]
+	const memory = await memoryInventory(h);
+	const disk = await diskInventory(h);
+	const names = [...new Set([...memory.names, ...disk.names, ...(options.names ?? [])])]
 		.filter((n) => !except.has(n))
 		.sort();
 	await assertConfigValid(h);
@@ -192,7 +243,10 @@ export async function assertReloadSafe(h: Haproxy, options: ReloadSafeOptions = 
 	const after = await servedSerials(h, names);
 	const changed = names
 		.filter((n) => before[n] !== after[n])
-		.map((n) => `  ${n}: ${before[n]} -> ${after[n]}`);
+		.map(
+			(n) =>
+				`  ${n}: ${describeSerial(before[n], memory, disk)} -> ${describeSerial(after[n], memory, disk)}`,
+		);
 	if (changed.length > 0) {
 		throw new Error(
 			`reload changed what ${h.address} serves (${changed.length} of ${names.length} names; serial before -> after):\n${changed.join("\n")}`,
