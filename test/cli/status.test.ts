@@ -8,10 +8,11 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { StatusSummary } from "../../src/cli/status-view.js";
 import { createTestCa, issueTestLeaf, type TestLeaf } from "../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
 
 const run = promisify(execFile);
@@ -93,6 +94,11 @@ beforeAll(async () => {
 	});
 	writeFileSync(fleet, yaml([lb1, ...dirs]));
 }, 30_000);
+
+// status only observes: after each test HAProxy is as reload-safe as it started.
+afterEach(async () => {
+	await assertReloadSafe(h);
+});
 
 afterAll(async () => {
 	await h?.stop();
