@@ -237,8 +237,8 @@ export async function assertReloadSafe(h: Haproxy, options: ReloadSafeOptions = 
 	const names = [...new Set([...memory.names, ...disk.names, ...(options.names ?? [])])]
 		.filter((n) => !except.has(n))
 		.sort();
-	await assertConfigValid(h);
-	const before = await servedSerials(h, names);
+	// The check reads only files: it runs while the running worker is probed.
+	const [before] = await Promise.all([servedSerials(h, names), assertConfigValid(h)]);
 	await reloadToNewWorker(h);
 	const after = await servedSerials(h, names);
 	const changed = names
