@@ -7,7 +7,10 @@
  * The names probed are the union of what the running worker holds (every DNS name of every certificate in
  * `show ssl cert`) and what a reload would load (every DNS name of every certificate the configuration's
  * `crt`/`crt-list` arguments name on disk, plus crt-list SNI filters), so a certificate that exists on only
- * one side is probed too. A wildcard is probed as one label below it.
+ * one side is probed too. A wildcard is probed as one label below it. Probes go to the harness's TLS bind
+ * (`h.address`), which carries every crt source the harness configures; binds added by `extraConfig` are not
+ * probed. After the reload, probing waits until the old worker has closed its listener, so every probe
+ * reaches the new worker.
  *
  *   await assertReloadSafe(h);                       // every name HAProxy holds or would load
  *   await assertReloadSafe(h, { names: ["a.test"] }); // plus these
