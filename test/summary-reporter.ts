@@ -14,7 +14,8 @@ export default class SummaryReporter implements Reporter {
 				else if (s === "failed") failed++;
 				else skipped++;
 			}
-			if (m.state() === "failed" && tests.length === 0) failed++;
+			// A failing beforeAll/afterAll fails the file, not a test: count it, or the line reads all green.
+			if (m.state() === "failed" && !tests.some((t) => t.result().state === "failed")) failed++;
 		}
 		console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
 	}

@@ -15,6 +15,7 @@ import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../
 import { certificatee, type Daemon, ensureBuilt, spawnCertificatee } from "../harness/cli.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
 import { freePorts } from "../harness/ports.js";
 
 const NAMES = ["signals.test"];
@@ -39,6 +40,9 @@ beforeAll(async () => {
 afterEach(async () => {
 	d.clearFaults();
 	for (const daemon of daemons.splice(0)) await daemon.stop();
+	// The reload-safety invariant, once no daemon writes any more; the next test compares with the new worker.
+	await assertReloadSafe(h);
+	pid = await h.workerPid();
 });
 
 afterAll(async () => {

@@ -8,7 +8,7 @@ import { X509Certificate } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
 import { probeServed } from "../../src/probe/index.js";
 import type { CycleReport } from "../../src/reconcile/report.js";
@@ -22,6 +22,7 @@ import {
 import { certificatee, ensureBuilt } from "../harness/cli.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
 import { freePorts } from "../harness/ports.js";
 
 const NAMES = ["shop.test", "www.shop.test"];
@@ -46,6 +47,14 @@ beforeAll(async () => {
 		}),
 	);
 	fleet.push(...started);
+});
+
+// Every test ends with the reload-safety invariant on every node; the reload gives each a new worker.
+afterEach(async () => {
+	for (const m of fleet) {
+		await assertReloadSafe(m.h);
+		m.pid = await m.h.workerPid();
+	}
 });
 
 afterAll(async () => {

@@ -61,6 +61,8 @@ export interface HaproxyWorker {
 export interface Haproxy {
 	/** Temp directory holding config, sockets and certificates. */
 	readonly dir: string;
+	/** `<dir>/haproxy.cfg`, every path in it absolute. */
+	readonly configPath: string;
 	readonly crtDir: string;
 	readonly crtListPath: string;
 	readonly pinnedDir: string;
@@ -343,6 +345,7 @@ async function ready(p: {
 	let stopped = false;
 	const instance: Haproxy = {
 		dir: p.dir,
+		configPath: join(p.dir, "haproxy.cfg"),
 		crtDir: p.crtDir,
 		crtListPath: p.crtListPath,
 		pinnedDir: p.pinnedDir,

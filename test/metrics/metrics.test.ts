@@ -1,7 +1,8 @@
 /**
  * The daemon in-process (runDaemon + buildEngine) on a real HAProxy: a directory source, a haproxy-runtime
  * target with legacy duplicates, an unmanaged ref and a refused renewal, plus a target whose socket does not
- * exist. After each cycle, /metrics and /readyz are scraped and compared with what HAProxy really holds.
+ * exist. After each cycle, /metrics and /readyz are scraped and compared with what HAProxy really holds, and
+ * the reload-safety invariant is checked (the tests are one story: it runs at the end of each cycle's test).
  */
 import { X509Certificate } from "node:crypto";
 import { EventEmitter } from "node:events";
@@ -17,6 +18,7 @@ import { createMetrics } from "../../src/metrics/index.js";
 import type { CycleReport } from "../../src/reconcile/report.js";
 import { createTestCa, issueTestLeaf, type TestLeaf } from "../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
 
 /** Parses the Prometheus text format into name{labels} -> value. */
@@ -269,6 +271,8 @@ describe("metrics and health of the daemon on a real HAProxy", () => {
 		expect(samples.get('certificatee_cycle_duration_seconds_count{mode="sync"}')).toBe(1);
 		expectNoKeyMaterial(text, [keeper.keyPem, legacy.keyPem, shopNarrow.keyPem, other.keyPem]);
 		expect(await h.workerPid()).toBe(pid);
+		// The daemon idles until the source changes (interval 1h): the reload-safety invariant, between cycles.
+		await assertReloadSafe(h);
 	});
 
 	it("/readyz is 200 after the cycle and names the endpoint whose socket does not exist", async () => {
@@ -314,5 +318,6 @@ describe("metrics and health of the daemon on a real HAProxy", () => {
 		expect(samples.get('certificatee_cycle_duration_seconds_count{mode="sync"}')).toBe(2);
 		expectNoKeyMaterial(text, [shopRenewed.keyPem, keeper.keyPem]);
 		expect(await h.workerPid()).toBe(pid);
+		await assertReloadSafe(h);
 	});
 });

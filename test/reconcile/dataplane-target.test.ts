@@ -1,7 +1,8 @@
 /**
  * The reconciler through the haproxy-dataplane target, against the Data Plane API double in front of a real
  * HAProxy: the seed's thrash scenario and a hot renewal, counted at the API (writes per cycle, zero once
- * converged) and checked by TLS probes, with the worker pid proving no reload happened.
+ * converged) and checked by TLS probes, with the worker pid proving no reload happened. Every test ends with
+ * the reload-safety invariant (afterEach).
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -15,6 +16,7 @@ import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, type HaproxyOptions, startHaproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
@@ -25,10 +27,14 @@ beforeAll(async () => {
 });
 afterEach(async () => {
 	for (const r of running.splice(0)) {
-		await r.t.close();
-		r.d.assertSpecClean();
-		await r.d.close();
-		await r.h.stop();
+		try {
+			await r.t.close();
+			r.d.assertSpecClean();
+			await r.d.close();
+			await assertReloadSafe(r.h);
+		} finally {
+			await r.h.stop();
+		}
 	}
 });
 

@@ -1,7 +1,8 @@
 /**
  * The reconciler on a real HAProxy through the haproxy-runtime target: the seed's thrash scenario, the
  * duplicate-SNI hazard, pinned duplicates, renewal and convergence. Served is the truth: every claim is
- * checked with a TLS probe by SNI, and the worker pid proves no reload happened.
+ * checked with a TLS probe by SNI, and the worker pid proves no reload happened. Every test ends with the
+ * reload-safety invariant (afterEach).
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -13,6 +14,7 @@ import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js
 import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
@@ -23,8 +25,12 @@ beforeAll(async () => {
 });
 afterEach(async () => {
 	for (const r of running.splice(0)) {
-		await r.t?.close();
-		await r.h.stop();
+		try {
+			await r.t?.close();
+			await assertReloadSafe(r.h);
+		} finally {
+			await r.h.stop();
+		}
 	}
 });
 

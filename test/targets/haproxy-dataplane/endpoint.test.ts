@@ -11,6 +11,7 @@ import {
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/index.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
+import { assertReloadSafe } from "../../harness/invariant.js";
 
 const signal = () => AbortSignal.timeout(20_000);
 // Test certificates are made with the real clock, so the driver gets it too.
@@ -23,6 +24,8 @@ let driver: DataplaneEndpoint;
 const drivers: DataplaneEndpoint[] = [];
 const doubles: DpapiDouble[] = [];
 const warnings: string[] = [];
+/** Names the current test deliberately leaves to a reload (a lone action, as no cycle would send). */
+let leftToReload: string[] = [];
 
 async function bundleFor(names: string[]): Promise<Bundle> {
 	const leaf = await issueTestLeaf(ca, { names });
@@ -73,11 +76,12 @@ beforeAll(async () => {
 	driver = endpointFor(double);
 });
 
-afterEach(() => {
+afterEach(async () => {
 	for (const d of doubles) {
 		d.clearFaults();
 		d.assertSpecClean();
 	}
+	await assertReloadSafe(h, { except: leftToReload.splice(0) });
 });
 
 afterAll(async () => {
@@ -215,6 +219,8 @@ describe("targets/haproxy-dataplane endpoint", () => {
 		];
 		expect(removed.map((r) => r.ok)).toEqual([true, true]);
 		expect((await driver.probe!("new.test", signal())).names).toEqual(["default.invalid"]);
+		// Retired from runtime only: new.pem stays in the crt directory, so a reload serves it again.
+		leftToReload = ["new.test"];
 	});
 
 	it("refuses an expired certificate before sending anything", async () => {
@@ -254,6 +260,8 @@ describe("targets/haproxy-dataplane endpoint", () => {
 			{ now, allowNameRemoval: true },
 		);
 		drivers.push(permissive);
+		// A runtime-set alone (no storage-replace): b.pem on disk keeps b.test until a reload.
+		leftToReload = ["b.test", "other.test"];
 		const allowed = await permissive.apply(
 			{ op: "runtime-set", ref: "b.pem", runtimeName, certificate: "b", bundle: narrower },
 			signal(),
@@ -268,6 +276,8 @@ describe("targets/haproxy-dataplane endpoint", () => {
 			signal(),
 		);
 		expect(r).toMatchObject({ ok: true, note: "the server stored it as dots_test.pem" });
+		// A storage-create alone (no runtime-add): the crt directory's new file goes live at the next reload.
+		leftToReload = ["dots.test"];
 	});
 
 	it("reports endpoint errors as values: a missing file, an auth failure while observing", async () => {

@@ -1,6 +1,6 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Bundle, parseBundle } from "../../../src/certificates/index.js";
 import type { Action, ObservedRef } from "../../../src/reconcile/model.js";
 import {
@@ -10,8 +10,11 @@ import {
 } from "../../../src/targets/haproxy-runtime/index.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
+import { assertReloadSafe } from "../../harness/invariant.js";
 
 const signal = new AbortController().signal;
+/** Names the current test deliberately leaves to a reload (a lone runtime action, as no cycle would send). */
+let leftToReload: string[] = [];
 const DAY = 86_400_000;
 
 async function bundleOf(ca: TestIssuer, names: string[], extra: { serial?: string; notAfter?: Date } = {}) {
@@ -64,6 +67,9 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 			},
 		});
 		driver = endpoint(h);
+	});
+	afterEach(async () => {
+		await assertReloadSafe(h, { except: leftToReload.splice(0) });
 	});
 	afterAll(async () => {
 		await driver?.close();
@@ -124,6 +130,8 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 		expect(refused.error?.code).toBe("BUNDLE_EXPIRED");
 		expect((await driver.probe?.("www.b.test", signal))?.serial).toBe("3B01");
 
+		// A runtime-set alone (no storage-replace): b.pem on disk keeps 3B01 until a reload.
+		leftToReload = ["b.test", "www.b.test"];
 		const permissive = endpoint(h, { allow_name_removal: true });
 		try {
 			const allowed = await permissive.apply(set("b.pem", h, narrower.bundle), signal);
@@ -158,6 +166,8 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 		const pid = await h.workerPid();
 		expect((await driver.probe?.("bars.test", signal))?.serial).toBe("3C01");
 		const { bundle } = await bundleOf(ca, ["bars.test", "www.bars.test"], { serial: "3C02" });
+		// A runtime-set alone (no storage-replace): barsone.pem on disk keeps 3C01 until a reload.
+		leftToReload = ["bars.test", "www.bars.test"];
 		const write = await driver.apply(set("barsone.pem", h, bundle), signal);
 		expect(write.ok).toBe(true);
 		// The hazard: the commit re-inserted the keeper's SNI entries behind the duplicate's.
@@ -242,6 +252,9 @@ describe("targets/haproxy-runtime endpoint: crt_list and pending reloads", () =>
 	beforeAll(async () => {
 		ca = await createTestCa("crt-list test root");
 		h = await startHaproxy({});
+	});
+	afterEach(async () => {
+		await assertReloadSafe(h, { except: leftToReload.splice(0) });
 	});
 	afterAll(async () => {
 		await h?.stop();
