@@ -50,6 +50,7 @@ export const targetFactories = {
 			createDataplaneEndpoint(e, {
 				now: deps.now,
 				allowNameRemoval: config.allow_name_removal,
+				storageDir: config.storage_dir,
 				...(deps.warn ? { warn: deps.warn } : {}),
 			}),
 		);
