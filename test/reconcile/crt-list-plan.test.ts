@@ -98,7 +98,10 @@ describe("reconcile/plan with crt-list files", () => {
 			[fileList(false, { [DUP]: [line] })],
 		);
 		const v = r.verdicts.find((x) => x.class === "pinned");
-		expect(v).toMatchObject({ ref: "legacy_barsone.pem", pendingChange: { file: LIST, removeLines: [line] } });
+		expect(v).toMatchObject({
+			ref: "legacy_barsone.pem",
+			pendingChange: { file: LIST, removeLines: [line] },
+		});
 		expect(v?.class === "pinned" && v.why).toContain(`"${line}"`);
 		expect(r.ops).toEqual(["storage-replace legacy_barsone.pem"]);
 	});
