@@ -16,11 +16,14 @@ export interface CrtListPathContext {
 	crtBase?: string;
 }
 
-/** The certificate path of one crt-list line; undefined for blank lines and comments. */
+/**
+ * The certificate path of one crt-list line; undefined for empty lines and comments. As HAProxy 2.6 reads
+ * it: a comment starts with "#" in the first column (an indented "#" is taken for a file name).
+ */
 export function linePath(line: string): string | undefined {
-	const trimmed = line.replace(/\r$/, "").trimStart();
-	if (trimmed === "" || trimmed.startsWith("#")) return undefined;
-	return /^\S+/.exec(trimmed)?.[0];
+	const text = line.replace(/\r?\n$/, "");
+	if (text.startsWith("#")) return undefined;
+	return /^\s*(\S+)/.exec(text)?.[1];
 }
 
 /**

@@ -118,6 +118,7 @@ describe("targets/crt-list: reading", () => {
 		{ line: "/ssl/a.pem [alpn h2] a.test", want: "/ssl/a.pem" },
 		{ line: "  /ssl/a.pem\r\n", want: "/ssl/a.pem" },
 		{ line: "# /ssl/a.pem", want: undefined },
+		{ line: "  # /ssl/a.pem", want: "#" },
 		{ line: "   ", want: undefined },
 	])("linePath($line)", ({ line, want }) => {
 		expect(linePath(line)).toBe(want);
