@@ -67,7 +67,11 @@ describe("crt-list files (haproxy-runtime target)", () => {
 		const other = await issueTestLeaf(ca, { names: ["other.test", "www.other.test"] });
 		const fresh = await issueTestLeaf(ca, { names: ["fresh.test"] });
 		const { h, listDir, text } = await withCrtListFile(
-			{ "barsone.pem": keeper.combinedPem, "legacy_barsone.pem": legacy.combinedPem, "other.pem": other.combinedPem },
+			{
+				"barsone.pem": keeper.combinedPem,
+				"legacy_barsone.pem": legacy.combinedPem,
+				"other.pem": other.combinedPem,
+			},
 			(d) =>
 				[
 					"# edge certificates, managed in part by certificatee",
@@ -170,7 +174,9 @@ describe("crt-list files (haproxy-dataplane target)", () => {
 
 		const second = await cycle(t, want);
 		expect(second.steps).toEqual([]);
-		expect(second.verdicts.find((v) => v.class === "pinned")).toMatchObject({ pendingChange: { file: h.crtListPath } });
+		expect(second.verdicts.find((v) => v.class === "pinned")).toMatchObject({
+			pendingChange: { file: h.crtListPath },
+		});
 		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(keeper.serial));
 		expect(await h.workerPid()).toBe(pid);
 		expect(d.scheduledReloads).toEqual([]);
