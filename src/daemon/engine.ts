@@ -10,6 +10,7 @@ import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { createDesiredLoader } from "../sources/desired.js";
 import { buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
+import { orphanStaging } from "../targets/directory/orphans.js";
 import { type BuiltTarget, buildTarget } from "../targets/registry.js";
 import type { Engine } from "./loop.js";
 
@@ -59,9 +60,23 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		{ order: !options.readOnly },
 	);
 	let statuses: CertificateStatus[] = [];
+	const directories = config.targets.flatMap((t) => (t.type === "directory" ? [t] : []));
+	const reported = new Set<string>();
 	const loadDesired = async (signal: AbortSignal): Promise<DesiredSet> => {
 		const loaded = await load(signal);
 		statuses = loaded.renewal;
+		// Every cycle (the first at start): staging no configured directory target will ever clean up.
+		for (const path of await orphanStaging(
+			directories,
+			loaded.certificates.map((c) => c.name),
+		)) {
+			if (reported.has(path)) continue;
+			reported.add(path);
+			options.log.warn(
+				{ path },
+				"staging left by a directory target or certificate no longer configured (may hold private keys): not removed; delete it once nothing writes there",
+			);
+		}
 		return loaded;
 	};
 
