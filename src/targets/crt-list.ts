@@ -82,9 +82,20 @@ export function appendLine(text: string, line: string): string {
 	return text.endsWith("\n") ? `${text}${line}${eol}` : `${text}${eol}${line}`;
 }
 
-/** The lines of a crt-list text that name `runtimeName`, as written. */
-export function linesNaming(text: string, runtimeName: string, context: CrtListPathContext): string[] {
-	return removeCertificateLines(text, runtimeName, context).removed;
+/**
+ * The lines that name `runtimeName`, or might: a relative path with the same file name that resolves
+ * elsewhere only for want of HAProxy's crt-base. Before a certificate file is deleted, a "might" counts.
+ */
+export function linesMaybeNaming(text: string, runtimeName: string, context: CrtListPathContext): string[] {
+	const file = posix.basename(runtimeName);
+	return splitKeepingEnds(text)
+		.map((line) => line.replace(/\r?\n$/, ""))
+		.filter((line) => {
+			const path = linePath(line);
+			if (path === undefined) return false;
+			if (namesCertificate(path, runtimeName, context)) return true;
+			return !posix.isAbsolute(path) && context.crtBase === undefined && posix.basename(path) === file;
+		});
 }
 
 /**

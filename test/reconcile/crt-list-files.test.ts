@@ -5,7 +5,7 @@
  * to remove. Each test ends with the reload-safety invariant.
  */
 import { existsSync } from "node:fs";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
@@ -18,7 +18,7 @@ import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
-import { assertReloadSafe } from "../harness/invariant.js";
+import { assertConfigValid, assertReloadSafe } from "../harness/invariant.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
@@ -122,6 +122,50 @@ describe("crt-list files (haproxy-runtime target)", () => {
 		await assertReloadSafe(h, { names: ["fresh.test", "other.test", ...names] });
 		// After the reload the file alone says what HAProxy loads: still converged, nothing to write.
 		expect((await cycle(t, want)).steps).toEqual([]);
+	});
+});
+
+describe("crt-list files (haproxy-runtime target): repairing an older tool's damage", () => {
+	it("a duplicate unlinked while the crt-list file still names it: the line goes, and reloads work again", async () => {
+		const names = ["mend.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		const { h, listDir } = await withCrtListFile(
+			{ "mend.pem": keeper.combinedPem, "legacy_mend.pem": legacy.combinedPem },
+			(d) => [`${d}/mend.pem mend.test`, `${d}/legacy_mend.pem [alpn h2] mend.test`, "# tail", ""].join("\n"),
+		);
+		// What the storage-only delete of earlier versions did: the file is gone, the list still names it.
+		await rm(join(listDir, "legacy_mend.pem"));
+		await expect(assertConfigValid(h)).rejects.toThrow(/haproxy -c .* failed/);
+		const t = buildTarget(
+			runtimeTargetSchema.parse({
+				name: "lb1",
+				type: "haproxy-runtime",
+				socket: h.adminSocket,
+				crt_dir: listDir,
+				crt_list: h.crtListPath,
+				probe: h.address,
+			}),
+			{ now: () => new Date() },
+		);
+		running.push({ h, t });
+
+		const first = await cycle(t, [desired("mend", keeper, names)]);
+		expect(first.verdicts).toContainEqual(
+			expect.objectContaining({
+				class: "deleted-pending-reload",
+				ref: "legacy_mend.pem",
+				keeperStable: true,
+			}),
+		);
+		expect(writes(first)).toEqual([
+			"crt-list-file-remove legacy_mend.pem",
+			"crt-list-remove legacy_mend.pem",
+			"runtime-delete legacy_mend.pem",
+		]);
+		expect(await readFile(h.crtListPath, "utf8")).toBe(`${listDir}/mend.pem mend.test\n# tail\n`);
+		expect(await served(h, "mend.test")).toBe(normaliseSerial(keeper.serial));
+		await assertReloadSafe(h, { names });
 	});
 });
 

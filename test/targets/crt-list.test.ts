@@ -4,6 +4,7 @@ import {
 	crtListLine,
 	isCrtDirectory,
 	linePath,
+	linesMaybeNaming,
 	namesCertificate,
 	removeCertificateLines,
 } from "../../src/targets/crt-list.js";
@@ -130,6 +131,12 @@ describe("targets/crt-list: reading", () => {
 		expect(namesCertificate("a.pem", "/ssl/a.pem", ctx)).toBe(false);
 		expect(namesCertificate("a.pem", "/ssl/a.pem", { ...ctx, crtBase: "/ssl" })).toBe(true);
 		expect(namesCertificate("a.pem", "a.pem", ctx)).toBe(true);
+	});
+
+	it("before a delete, a relative line with the same file name counts unless crt-base resolves it", () => {
+		const text = "# dup.pem\nother/dup.pem [alpn h2]\n/ssl/dup.pem\n/elsewhere/dup.pem\nkeep.pem\n";
+		expect(linesMaybeNaming(text, "/ssl/dup.pem", ctx)).toEqual(["other/dup.pem [alpn h2]", "/ssl/dup.pem"]);
+		expect(linesMaybeNaming(text, "/ssl/dup.pem", { ...ctx, crtBase: "/base" })).toEqual(["/ssl/dup.pem"]);
 	});
 
 	it("tells crt directories from crt-list files", () => {

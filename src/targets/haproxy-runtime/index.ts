@@ -17,7 +17,7 @@ import type {
 	ObservedRef,
 	RefMeta,
 } from "../../reconcile/model.js";
-import { appendLine, removeCertificateLines } from "../crt-list.js";
+import { appendLine, linesMaybeNaming, removeCertificateLines } from "../crt-list.js";
 import { describeCrtList, editCrtListFile } from "./crt-list-files.js";
 import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
@@ -259,8 +259,7 @@ export function createRuntimeEndpoint(
 				if (e.code === "ENOENT") return "";
 				throw e;
 			});
-			if (removeCertificateLines(text, name, { listPath: list.name }).removed.length > 0)
-				naming.push(list.name);
+			if (linesMaybeNaming(text, name, { listPath: list.name }).length > 0) naming.push(list.name);
 		}
 		return naming;
 	}
