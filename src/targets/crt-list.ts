@@ -70,6 +70,25 @@ export function removeCertificateLines(
 	return { text: out, removed };
 }
 
+/**
+ * Every line of a crt-list text, indexed by each name HAProxy could have resolved its path to (as written,
+ * normalised, and for a relative path against crt-base and the list's directory): one pass for a whole list.
+ */
+export function linesByCertificate(text: string, context: CrtListPathContext): Map<string, string[]> {
+	const index = new Map<string, string[]>();
+	for (const raw of splitKeepingEnds(text)) {
+		const path = linePath(raw);
+		if (path === undefined) continue;
+		const line = raw.replace(/\r?\n$/, "");
+		const bases = posix.isAbsolute(path)
+			? []
+			: [context.crtBase, posix.dirname(context.listPath)].filter((b): b is string => !!b);
+		const names = new Set([path, posix.normalize(path), ...bases.map((b) => posix.join(b, path))]);
+		for (const name of names) index.set(name, [...(index.get(name) ?? []), line]);
+	}
+	return index;
+}
+
 /** The line that adds a certificate: its path, then `[options]`, then SNI filters. */
 export function crtListLine(entry: { file: string; options?: string; filters?: readonly string[] }): string {
 	return [entry.file, ...(entry.options ? [`[${entry.options}]`] : []), ...(entry.filters ?? [])].join(" ");

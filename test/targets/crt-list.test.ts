@@ -4,6 +4,7 @@ import {
 	crtListLine,
 	isCrtDirectory,
 	linePath,
+	linesByCertificate,
 	linesMaybeNaming,
 	namesCertificate,
 	removeCertificateLines,
@@ -88,10 +89,13 @@ describe("targets/crt-list: removing the lines that name a certificate", () => {
 		{ name: "empty file", text: "", cert: "/ssl/dup.pem", want: "", removed: [] },
 	];
 	it.each(cases)("$name", ({ text, cert, crtBase, want, removed }) => {
-		const edit = removeCertificateLines(text, cert, { listPath: LIST, ...(crtBase ? { crtBase } : {}) });
+		const context = { listPath: LIST, ...(crtBase ? { crtBase } : {}) };
+		const edit = removeCertificateLines(text, cert, context);
 		expect(edit.text).toBe(want);
 		expect(edit.removed).toEqual(removed);
 		if (removed.length === 0) expect(edit.text).toBe(text);
+		// The one-pass index used by observe agrees with the edit.
+		expect(linesByCertificate(text, context).get(cert) ?? []).toEqual(removed);
 	});
 });
 

@@ -5,10 +5,10 @@
  * during observe so that `plan` can decide from plain data.
  */
 import { readFile, stat } from "node:fs/promises";
-import { isAbsolute } from "node:path";
+import { isAbsolute, posix } from "node:path";
 import { CertificateeError } from "../../errors.js";
 import type { ObservedCrtList } from "../../reconcile/model.js";
-import { crtListLine, isCrtDirectory, removeCertificateLines } from "../crt-list.js";
+import { crtListLine, isCrtDirectory, linesByCertificate } from "../crt-list.js";
 import type { CrtListEntry } from "./parse.js";
 import { replaceFile } from "./storage.js";
 
@@ -28,10 +28,10 @@ export async function describeCrtList(
 	if (s?.isDirectory()) return { name, kind: "directory", editable: false };
 	const lines: Record<string, string[]> = {};
 	if (s?.isFile()) {
-		const text = await readFile(name, "utf8");
+		const index = linesByCertificate(await readFile(name, "utf8"), { listPath: name });
 		for (const cert of certificates) {
-			const removed = removeCertificateLines(text, cert, { listPath: name }).removed;
-			if (removed.length > 0) lines[cert] = removed;
+			const naming = index.get(cert) ?? index.get(posix.normalize(cert));
+			if (naming) lines[cert] = naming;
 		}
 		return { name, kind: "file", editable: true, lines };
 	}
