@@ -36,7 +36,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	try {
 		built = buildSources(config.sources, { stateDir: config.state_dir, clock: now });
 		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
-		for (const t of config.targets) targets.push(buildTarget(t, { now, warn }));
+		for (const t of config.targets) targets.push(buildTarget(t, { now, warn, readOnly: options.readOnly }));
 	} catch (e) {
 		store.close();
 		await Promise.all(targets.map((t) => t.close()));

@@ -38,6 +38,8 @@ export interface RuntimeEndpointDeps {
 	probeTimeoutMs?: number;
 	/** The clock: observation times, and refusing expired or not-yet-valid certificates before sending. */
 	now?: () => Date;
+	/** plan and status: observe() does not remove leftover temp files (it reports them). */
+	readOnly?: boolean;
 }
 
 /** The driver plus `close()`, which ends its socket connection. */
@@ -67,7 +69,8 @@ export function createRuntimeEndpoint(
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
 			signal.throwIfAborted();
-			const removed = await removeLeftovers(config.crt_dir, now());
+			const leftovers = (dir: string) => removeLeftovers(dir, now(), { dryRun: deps.readOnly === true });
+			const removed = await leftovers(config.crt_dir);
 			const worker = await client.checkWorker();
 			const [files, list, lists] = await Promise.all([
 				readCrtDir(config.crt_dir, fileCache),
@@ -109,7 +112,7 @@ export function createRuntimeEndpoint(
 			);
 			crtListFiles = crtLists.filter((l) => l.kind === "file");
 			for (const dir of new Set(crtListFiles.filter((l) => l.editable).map((l) => dirname(l.name)))) {
-				removed.push(...(await removeLeftovers(dir, now())));
+				removed.push(...(await leftovers(dir)));
 			}
 			return {
 				endpoint: config.name,
@@ -120,7 +123,9 @@ export function createRuntimeEndpoint(
 					pid: String(worker.pid),
 					uptime_sec: String(worker.uptimeSec),
 					...(list.transaction ? { open_transaction: list.transaction } : {}),
-					...(removed.length > 0 ? { removed_leftovers: removed.join(", ") } : {}),
+					...(removed.length > 0
+						? { [deps.readOnly ? "leftovers" : "removed_leftovers"]: removed.join(", ") }
+						: {}),
 				},
 				crtLists,
 			};

@@ -119,10 +119,15 @@ export async function replaceFile(path: string, content: string, mode: number): 
 
 /**
  * Removes certificatee's temp files left in `dir` by a writer that was killed: never one this process is
- * writing, and only those last modified `minAgeMs` or more before `now` (another certificatee process
- * mid-write). Returns the paths removed.
+ * writing, and only those last modified `minAgeMs` (default 2 s) or more before `now` (another certificatee
+ * process mid-write). Returns the paths removed, or with `dryRun` the paths it would remove.
  */
-export async function removeLeftovers(dir: string, now: Date, minAgeMs = 2_000): Promise<string[]> {
+export async function removeLeftovers(
+	dir: string,
+	now: Date,
+	options: { minAgeMs?: number; dryRun?: boolean } = {},
+): Promise<string[]> {
+	const minAgeMs = options.minAgeMs ?? 2_000;
 	const names = await readdir(dir).catch((e: NodeJS.ErrnoException) => {
 		if (e.code === "ENOENT") return [] as string[];
 		throw e;
@@ -133,6 +138,10 @@ export async function removeLeftovers(dir: string, now: Date, minAgeMs = 2_000):
 		if (writing.has(path)) continue;
 		const s = await stat(path).catch(() => undefined);
 		if (s === undefined || !s.isFile() || now.getTime() - s.mtimeMs < minAgeMs) continue;
+		if (options.dryRun) {
+			removed.push(path);
+			continue;
+		}
 		try {
 			await unlink(path);
 			removed.push(path);
@@ -140,7 +149,7 @@ export async function removeLeftovers(dir: string, now: Date, minAgeMs = 2_000):
 			if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
 		}
 	}
-	if (removed.length > 0) await syncDir(dir);
+	if (removed.length > 0 && !options.dryRun) await syncDir(dir);
 	return removed;
 }
 

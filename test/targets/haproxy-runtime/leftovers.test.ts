@@ -108,6 +108,8 @@ describe("haproxy-runtime leftovers", () => {
 		};
 		for (const name of Object.values(files)) await writeFile(join(dir, name), "x");
 		for (const name of [files.stale, files.foreign, files.cert]) await utimes(join(dir, name), old, old);
+		expect(await removeLeftovers(dir, now, { dryRun: true })).toEqual([join(dir, files.stale)]);
+		expect(readdirSync(dir)).toHaveLength(4);
 		expect(await removeLeftovers(dir, now)).toEqual([join(dir, files.stale)]);
 		expect(readdirSync(dir).sort()).toEqual([files.fresh, files.foreign, files.cert].sort());
 		expect(await removeLeftovers(join(dir, "gone"), now)).toEqual([]);
