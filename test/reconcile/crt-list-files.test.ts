@@ -5,7 +5,7 @@
  * to remove. Each test ends with the reload-safety invariant.
  */
 import { existsSync } from "node:fs";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, chown, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
@@ -96,6 +96,10 @@ describe("crt-list files (haproxy-runtime target)", () => {
 		running.push({ h, t });
 		const pid = await h.workerPid();
 		const want = [desired("barsone", keeper, names), desired("fresh", fresh, ["fresh.test"])];
+		// The file keeps its mode, and its owner when certificatee may keep it (as root).
+		const owner = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined;
+		if (owner) await chown(h.crtListPath, owner.uid, owner.gid);
+		await chmod(h.crtListPath, 0o640);
 
 		const first = await cycle(t, want);
 		expect(first.ok).toBe(true);
@@ -113,6 +117,9 @@ describe("crt-list files (haproxy-runtime target)", () => {
 			`${text.replace(legacyLine, "")}${listDir}/fresh.pem\n`,
 		);
 		expect(existsSync(join(listDir, "legacy_barsone.pem"))).toBe(false);
+		const after = await stat(h.crtListPath);
+		expect(after.mode & 0o777).toBe(0o640);
+		if (owner) expect({ uid: after.uid, gid: after.gid }).toEqual(owner);
 		expect(await served(h, "fresh.test")).toBe(normaliseSerial(fresh.serial));
 		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(keeper.serial));
 

@@ -48,7 +48,7 @@ export async function describeCrtList(
 // One edit of a file at a time in this process (read, change, replace): two would lose one of them.
 const editing = new Map<string, Promise<unknown>>();
 
-/** Reads, edits and atomically replaces a crt-list file (same mode). Returns whether the text changed. */
+/** Reads, edits and atomically replaces a crt-list file (same mode and owner). Returns whether it changed. */
 export async function editCrtListFile(path: string, edit: (text: string) => string): Promise<boolean> {
 	const previous = editing.get(path) ?? Promise.resolve();
 	const run = previous.catch(() => undefined).then(() => editNow(path, edit));
@@ -75,7 +75,7 @@ async function editNow(path: string, edit: (text: string) => string): Promise<bo
 		const [text, s] = await Promise.all([readFile(path, "utf8"), stat(path)]);
 		const next = edit(text);
 		if (next === text) return false;
-		await replaceFile(path, next, s.mode & 0o7777);
+		await replaceFile(path, next, s.mode & 0o7777, { uid: s.uid, gid: s.gid });
 		return true;
 	} catch (cause) {
 		if (cause instanceof CertificateeError) throw cause;

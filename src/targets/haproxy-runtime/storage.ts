@@ -92,16 +92,25 @@ const TEMP_FILE = /^\..+\.certificatee-[0-9a-f]{12}\.tmp$/;
 const writing = new Set<string>();
 
 /**
- * Replaces `path` atomically: a temp file in the same directory (mode `mode`), fsync, rename, fsync of the
- * directory. A reader sees the old file or the new one, never a part. The temp file is removed on failure.
+ * Replaces `path` atomically: a temp file in the same directory (mode `mode`, and `owner` when given), fsync,
+ * rename, fsync of the directory. A reader sees the old file or the new one, never a part. The temp file is removed on failure.
  */
-export async function replaceFile(path: string, content: string, mode: number): Promise<void> {
+export async function replaceFile(
+	path: string,
+	content: string,
+	mode: number,
+	owner?: { uid: number; gid: number },
+): Promise<void> {
 	const dir = dirname(path);
 	const temp = join(dir, `.${basename(path)}.certificatee-${randomBytes(6).toString("hex")}.tmp`);
 	writing.add(temp);
 	try {
 		const handle = await open(temp, "wx", mode);
 		try {
+			// Another owner than ours (a root-owned list) is kept, or the write fails: never a silent change.
+			if (owner && (owner.uid !== process.getuid?.() || owner.gid !== process.getgid?.())) {
+				await handle.chown(owner.uid, owner.gid);
+			}
 			await handle.writeFile(content);
 			await handle.sync();
 		} finally {
