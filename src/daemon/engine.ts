@@ -10,6 +10,7 @@ import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { createDesiredLoader } from "../sources/desired.js";
 import { buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
+import { orphanStaging } from "../targets/directory/orphans.js";
 import { type BuiltTarget, buildTarget } from "../targets/registry.js";
 import type { Engine } from "./loop.js";
 
@@ -35,7 +36,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	try {
 		built = buildSources(config.sources, { stateDir: config.state_dir, clock: now });
 		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
-		for (const t of config.targets) targets.push(buildTarget(t, { now, warn }));
+		for (const t of config.targets) targets.push(buildTarget(t, { now, warn, readOnly: options.readOnly }));
 	} catch (e) {
 		store.close();
 		await Promise.all(targets.map((t) => t.close()));
@@ -59,9 +60,23 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		{ order: !options.readOnly },
 	);
 	let statuses: CertificateStatus[] = [];
+	const directories = config.targets.flatMap((t) => (t.type === "directory" ? [t] : []));
+	const reported = new Set<string>();
 	const loadDesired = async (signal: AbortSignal): Promise<DesiredSet> => {
 		const loaded = await load(signal);
 		statuses = loaded.renewal;
+		// Every cycle (the first at start): staging no configured directory target will ever clean up.
+		for (const path of await orphanStaging(
+			directories,
+			loaded.certificates.map((c) => c.name),
+		)) {
+			if (reported.has(path)) continue;
+			reported.add(path);
+			options.log.warn(
+				{ path },
+				"staging left by a directory target or certificate no longer configured (may hold private keys): not removed; delete it once nothing writes there",
+			);
+		}
 		return loaded;
 	};
 

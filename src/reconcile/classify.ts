@@ -5,7 +5,13 @@
 import { bundleNames } from "../certificates/bundle.js";
 import { nameSet, sameNameSet } from "../certificates/names.js";
 import type { CertificateInfo } from "../certificates/types.js";
-import type { DesiredCertificate, ObservedRef, RefMeta, ServedCertificate } from "./model.js";
+import type {
+	DesiredCertificate,
+	ObservedCrtList,
+	ObservedRef,
+	RefMeta,
+	ServedCertificate,
+} from "./model.js";
 
 export type Side = "storage" | "runtime";
 
@@ -31,7 +37,16 @@ export type Verdict =
 			keeperStable: boolean;
 			runtimeStale: boolean;
 	  }
-	| { class: "pinned"; ref: string; certificate: string; keeper: string; staleSides: Side[]; why: string }
+	| {
+			class: "pinned";
+			ref: string;
+			certificate: string;
+			keeper: string;
+			staleSides: Side[];
+			why: string;
+			/** The configuration change that would free it: lines to remove from a crt-list file. */
+			pendingChange?: PendingCrtListChange;
+	  }
 	| { class: "ambiguous"; ref: string; certificates: string[]; why: string }
 	| {
 			class: "shadowed";
@@ -44,6 +59,12 @@ export type Verdict =
 	| { class: "unmanaged"; ref: string; notAfter?: Date; names: string[] };
 
 export type VerdictClass = Verdict["class"];
+
+/** Lines an operator has to remove from a crt-list file the target cannot edit itself. */
+export interface PendingCrtListChange {
+	file: string;
+	removeLines: string[];
+}
 
 export interface DuplicatePolicy {
 	/** "remove": delete confirmed duplicates once their keeper is stable; "report": keep them synced. */
@@ -61,6 +82,8 @@ export interface ClassifyInput {
 	served?: readonly ServedCertificate[];
 	/** Refs whose removal an earlier cycle found refused by the configuration (ref -> why): pinned, not retried. */
 	knownPinned?: ReadonlyMap<string, string>;
+	/** The crt-lists HAProxy reports: a duplicate named by a file the target cannot edit is pinned by it. */
+	crtLists?: readonly ObservedCrtList[];
 }
 
 /** Does one side hold exactly this leaf? Compares fingerprints where the side reports them, else serials. */
@@ -123,6 +146,32 @@ function pinnedReason(ref: ObservedRef): string | undefined {
 	return undefined;
 }
 
+/**
+ * A duplicate named by a crt-list file that the target cannot edit (the Data Plane API edits crt-list files
+ * only with a reload): a reload re-reads that file, so its storage file must stay, and stay current.
+ */
+function crtListFilePin(
+	ref: ObservedRef,
+	lists: readonly ObservedCrtList[] | undefined,
+): { why: string; pendingChange: PendingCrtListChange } | undefined {
+	const name = ref.runtimeName;
+	const list = lists?.find(
+		(l) =>
+			l.kind === "file" &&
+			!l.editable &&
+			((name !== undefined && (l.lines?.[name]?.length ?? 0) > 0) || ref.crtLists.includes(l.name)),
+	);
+	if (list === undefined) return undefined;
+	const removeLines = (name !== undefined ? list.lines?.[name] : undefined) ?? [name ?? ref.ref];
+	const gone = ref.storage
+		? ""
+		: "; its file is already gone from storage, so HAProxy's next reload fails until the line is removed";
+	return {
+		why: `named by the crt-list file ${list.name} (${removeLines.map((l) => `"${l}"`).join(", ")}), which a reload re-reads: pending a configuration change (remove that line, then reload); kept current, never deleted until then${gone}`,
+		pendingChange: { file: list.name, removeLines },
+	};
+}
+
 export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 	const { desired, refs, policy } = input;
 	const byRef = new Map(refs.map((r) => [r.ref, r]));
@@ -177,9 +226,16 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		const keeperStable = keeperVerdict?.class === "in-sync";
 		const leaf = match.certificate.bundle.leaf;
 		const base = { ref: observed.ref, certificate: match.certificate.name, keeper: match.ref };
-		const pinned = pinnedReason(observed) ?? input.knownPinned?.get(observed.ref);
+		const byFile = crtListFilePin(observed, input.crtLists);
+		const pinned = pinnedReason(observed) ?? byFile?.why ?? input.knownPinned?.get(observed.ref);
 		if (pinned !== undefined && policy.legacyDuplicates === "remove") {
-			verdicts.push({ class: "pinned", ...base, staleSides: staleSidesOf(observed, leaf), why: pinned });
+			verdicts.push({
+				class: "pinned",
+				...base,
+				staleSides: staleSidesOf(observed, leaf),
+				why: pinned,
+				...(byFile && pinned === byFile.why ? { pendingChange: byFile.pendingChange } : {}),
+			});
 		} else if (!observed.storage) {
 			verdicts.push({
 				class: "deleted-pending-reload",

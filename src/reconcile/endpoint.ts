@@ -65,6 +65,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		policy: job.policy,
 		served: servedBefore.flatMap((s) => (s.served ? [s.served] : [])),
 		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
+		...(observation.crtLists ? { crtLists: observation.crtLists } : {}),
 	});
 	const desiredByName = new Map(job.desired.map((d) => [d.certificate.name, d.certificate]));
 	const plan = planEndpoint({
@@ -74,6 +75,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
 		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
 		legacyDuplicates: job.policy.legacyDuplicates,
+		...(observation.crtLists ? { crtLists: new Map(observation.crtLists.map((l) => [l.name, l])) } : {}),
 	});
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
 	let served = servedBefore;

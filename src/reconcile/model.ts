@@ -45,8 +45,30 @@ export interface ObservedRef {
 	crtLists: string[];
 }
 
+/**
+ * A crt-list HAProxy has loaded. A crt directory (`crt <dir>`, named by the directory) is not a file: a
+ * reload loads whatever the directory holds. A crt-list file is re-read at every reload, so a runtime
+ * `add`/`del ssl crt-list` lasts only if the file says the same.
+ */
+export interface ObservedCrtList {
+	name: string;
+	kind: "file" | "directory";
+	/** The target edits this file itself (atomically); otherwise changes to it are reported for the operator. */
+	editable: boolean;
+	/** The file's lines naming each certificate (by HAProxy's runtime name), as far as the target can see them. */
+	lines?: Record<string, string[]>;
+}
+
 export type EndpointObservation =
-	| { endpoint: string; ok: true; refs: ObservedRef[]; observedAt: Date; info?: Record<string, string> }
+	| {
+			endpoint: string;
+			ok: true;
+			refs: ObservedRef[];
+			observedAt: Date;
+			info?: Record<string, string>;
+			/** Every crt-list HAProxy reports, with what the target can do with it. */
+			crtLists?: ObservedCrtList[];
+	  }
 	| { endpoint: string; ok: false; error: CertificateeError };
 
 /** A single write on one endpoint. Phase 3 runs an endpoint's actions in order. */
@@ -63,6 +85,9 @@ export type Action =
 			bundle: Bundle;
 	  }
 	| { op: "crt-list-remove"; ref: string; runtimeName: string; crtList: string }
+	/** Edits a crt-list file on disk (memory is `runtime-add` / `crt-list-remove`): append or remove its lines. */
+	| { op: "crt-list-file-add"; ref: string; runtimeName: string; crtList: string }
+	| { op: "crt-list-file-remove"; ref: string; runtimeName: string; crtList: string }
 	| { op: "runtime-delete"; ref: string; runtimeName: string }
 	| { op: "storage-delete"; ref: string };
 

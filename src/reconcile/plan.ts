@@ -4,7 +4,7 @@
  * never brings back old content), then duplicate removals (crt-list, runtime, storage: never a reload).
  */
 import type { Verdict } from "./classify.js";
-import type { Action, DesiredCertificate, ObservedRef } from "./model.js";
+import type { Action, DesiredCertificate, ObservedCrtList, ObservedRef } from "./model.js";
 
 export interface PlannedStep {
 	action: Action;
@@ -26,6 +26,8 @@ export interface PlanInput {
 	/** The crt-list (or crt directory) new certificates are added to at runtime; none: they wait for a reload. */
 	newCertificateCrtList?: string;
 	legacyDuplicates: "remove" | "report";
+	/** The crt-lists HAProxy reports (by name): which are files, and whether the target edits them. */
+	crtLists?: ReadonlyMap<string, ObservedCrtList>;
 }
 
 export function planEndpoint(input: PlanInput): EndpointPlan {
@@ -33,6 +35,10 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 	const removalSteps: PlannedStep[] = [];
 	const notes: string[] = [];
 	const runtimeName = (ref: string) => input.refs.get(ref)?.runtimeName ?? input.runtimeNameFor(ref);
+	const crtListFile = (name: string) => {
+		const list = input.crtLists?.get(name);
+		return list?.kind === "file" ? list : undefined;
+	};
 
 	const write = (
 		into: PlannedStep[],
@@ -60,6 +66,18 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 					);
 					return;
 				}
+				// The file first: a reload at any moment after it loads the certificate from storage.
+				const file = crtListFile(crtList);
+				if (file?.editable) {
+					into.push({
+						action: { op: "crt-list-file-add", ref, runtimeName: runtimeName(ref), crtList },
+						why,
+					});
+				} else if (file) {
+					notes.push(
+						`${ref}: pending a configuration change: add the line "${runtimeName(ref)}" to the crt-list file ${crtList}, or HAProxy stops serving it at its next reload`,
+					);
+				}
 				into.push({
 					action: { op: side, ref, runtimeName: runtimeName(ref), crtList, certificate, bundle },
 					why,
@@ -73,6 +91,19 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 		const observed = input.refs.get(ref);
 		if (observed === undefined) return;
 		const name = runtimeName(ref);
+		// Files first, then memory, then the certificate file: a reload at any moment finds every file it reads.
+		const files = [...(input.crtLists?.values() ?? [])].filter(
+			(l) =>
+				l.kind === "file" &&
+				l.editable &&
+				(observed.crtLists.includes(l.name) || (l.lines?.[name]?.length ?? 0) > 0),
+		);
+		for (const file of files) {
+			removalSteps.push({
+				action: { op: "crt-list-file-remove", ref, runtimeName: name, crtList: file.name },
+				why,
+			});
+		}
 		if (observed.runtime) {
 			for (const crtList of observed.crtLists) {
 				removalSteps.push({ action: { op: "crt-list-remove", ref, runtimeName: name, crtList }, why });

@@ -51,7 +51,12 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			failures.delete(driver.name);
 			pinned.set(
 				driver.name,
-				new Map(report.verdicts.flatMap((v) => (v.class === "pinned" ? [[v.ref, v.why] as const] : []))),
+				// A crt-list file line is seen every cycle: not remembered, so removing the line frees the duplicate.
+				new Map(
+					report.verdicts.flatMap((v) =>
+						v.class === "pinned" && !v.pendingChange ? [[v.ref, v.why] as const] : [],
+					),
+				),
 			);
 		} else {
 			const consecutive = state.consecutive + 1;

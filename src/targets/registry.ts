@@ -15,6 +15,8 @@ export interface TargetDeps {
 	warn?: (fields: Record<string, unknown>, message: string) => void;
 	/** Endpoints processed at once inside a target (default 16). */
 	endpointConcurrency?: number;
+	/** plan and status: drivers leave the disk as they find it (no leftover cleanup). */
+	readOnly?: boolean;
 }
 
 export interface BuiltTarget {
@@ -29,7 +31,10 @@ type Factory<K extends TargetConfig["type"]> = (
 
 export const targetFactories = {
 	"haproxy-runtime": (config, deps) => {
-		const endpoint = createRuntimeEndpoint(config, { now: deps.now });
+		const endpoint = createRuntimeEndpoint(config, {
+			now: deps.now,
+			...(deps.readOnly ? { readOnly: true } : {}),
+		});
 		const dirName = (config.crt_dir_name ?? config.crt_dir).replace(/\/+$/, "");
 		return {
 			runner: createFleetRunner({
@@ -50,6 +55,7 @@ export const targetFactories = {
 			createDataplaneEndpoint(e, {
 				now: deps.now,
 				allowNameRemoval: config.allow_name_removal,
+				storageDir: config.storage_dir,
 				...(deps.warn ? { warn: deps.warn } : {}),
 			}),
 		);

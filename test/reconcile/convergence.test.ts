@@ -56,6 +56,9 @@ function apply(node: Node, action: Action): boolean {
 			if (!rt) return false;
 			rt.crtLists = rt.crtLists.filter((l) => l !== action.crtList);
 			return true;
+		case "crt-list-file-add":
+		case "crt-list-file-remove":
+			return true; // this node has no crt-list files
 		case "runtime-delete":
 			if (!rt || rt.crtLists.length > 0) return false; // "in use, can't be deleted"
 			node.runtime.delete(action.ref);

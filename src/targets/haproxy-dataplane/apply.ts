@@ -140,6 +140,17 @@ async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): 
 		case "runtime-delete":
 			await client.runtime.delete(action.runtimeName, signal);
 			return {};
+		case "crt-list-file-add":
+		case "crt-list-file-remove":
+			// Planned only for editable files; the API's storage crt-list endpoints always reload.
+			throw new CertificateeError(
+				"NOT_AVAILABLE",
+				`endpoint ${ctx.endpoint}: cannot edit the crt-list file ${action.crtList} without a reload`,
+				{
+					context: { endpoint: ctx.endpoint, ref: action.ref, file: action.crtList, operation: action.op },
+					hint: "edit the crt-list file by hand (a configuration change)",
+				},
+			);
 		case "storage-delete":
 			try {
 				return reloaded(ctx, action, (await client.storage.delete(action.ref, signal)).reload);

@@ -26,6 +26,8 @@ export interface DataplaneEndpointDeps extends ClientDeps {
 	allowNameRemoval?: boolean;
 	/** GETs in flight during observe(). Default 8. */
 	concurrency?: number;
+	/** The target's storage_dir: a crt-list by that name is the crt directory, not a file. */
+	storageDir?: string;
 }
 
 export interface DataplaneEndpoint extends EndpointDriver {
@@ -43,8 +45,8 @@ export function createDataplaneEndpoint(
 
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
-			const [refs, info] = await Promise.all([
-				observeEndpoint(client, concurrency, signal),
+			const [{ refs, crtLists }, info] = await Promise.all([
+				observeEndpoint(client, concurrency, signal, deps.storageDir ? [deps.storageDir] : []),
 				client.info(signal),
 			]);
 			const version = info.api?.version;
@@ -52,6 +54,7 @@ export function createDataplaneEndpoint(
 				endpoint,
 				ok: true,
 				refs,
+				crtLists,
 				observedAt: deps.now(),
 				...(version ? { info: { api_version: version } } : {}),
 			};

@@ -8,9 +8,10 @@ import pLimit from "p-limit";
 import { parseSubjectAltName } from "../../certificates/bundle.js";
 import { nameSet, normaliseSerial } from "../../certificates/names.js";
 import { isCertificateeError } from "../../errors.js";
-import type { ObservedRef, RefMeta } from "../../reconcile/model.js";
+import type { ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
+import { crtListLine, isCrtDirectory } from "../crt-list.js";
 import type { DataplaneClient } from "./client.js";
-import type { SslCertificate } from "./schema.js";
+import type { CrtListEntry, SslCertificate } from "./schema.js";
 
 function date(value: string | null | undefined): Date | undefined {
 	if (!value) return undefined;
@@ -121,12 +122,38 @@ async function metaOrEmpty(
 	}
 }
 
+/**
+ * Which crt-lists are files, with the lines HAProxy shows for each certificate. The API names a crt-list
+ * file by its path; a crt directory by the directory. None is editable here: the API's storage crt-list
+ * endpoints always reload HAProxy (research/dpapi.md §4).
+ */
+export function describeCrtLists(
+	lists: ReadonlyArray<{ list: string; entries: readonly CrtListEntry[] }>,
+	crtDirectories: readonly string[],
+): ObservedCrtList[] {
+	return lists.map(({ list, entries }) => {
+		if (isCrtDirectory(list, entries, crtDirectories))
+			return { name: list, kind: "directory", editable: false };
+		const lines: Record<string, string[]> = {};
+		for (const e of entries) {
+			const line = crtListLine({
+				file: e.file,
+				...(e.ssl_bind_config ? { options: e.ssl_bind_config } : {}),
+				filters: e.sni_filter ?? [],
+			});
+			lines[e.file] = [...(lines[e.file] ?? []), line];
+		}
+		return { name: list, kind: "file", editable: false, lines };
+	});
+}
+
 /** Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. */
 export async function observeEndpoint(
 	client: DataplaneClient,
 	concurrency: number,
 	signal: AbortSignal,
-): Promise<ObservedRef[]> {
+	crtDirectories: readonly string[] = [],
+): Promise<{ refs: ObservedRef[]; crtLists: ObservedCrtList[] }> {
 	const limit = pLimit(concurrency);
 	const [items, names, lists] = await Promise.all([
 		client.storage.list(signal),
@@ -159,5 +186,5 @@ export async function observeEndpoint(
 	for (const { list: l, entries: es } of entries) {
 		for (const e of es) crtLists.set(e.file, [...new Set([...(crtLists.get(e.file) ?? []), l])]);
 	}
-	return joinRefs(storage, runtime, crtLists);
+	return { refs: joinRefs(storage, runtime, crtLists), crtLists: describeCrtLists(entries, crtDirectories) };
 }

@@ -3,6 +3,8 @@
  * files in crt_dir. observe() reads both sides (files, HAProxy's in-memory store and crt-lists) over one
  * connection; apply() performs one Action and reports it as a value; nothing here ever reloads HAProxy.
  */
+import { readFile } from "node:fs/promises";
+import { dirname } from "node:path";
 import { type Bundle, checkBundle, combinedPem } from "../../certificates/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
@@ -11,14 +13,17 @@ import type {
 	ActionResult,
 	EndpointDriver,
 	EndpointObservation,
+	ObservedCrtList,
 	ObservedRef,
 	RefMeta,
 } from "../../reconcile/model.js";
+import { appendLine, linesMaybeNaming, removeCertificateLines } from "../crt-list.js";
+import { describeCrtList, editCrtListFile } from "./crt-list-files.js";
 import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
-import { type CrtDirCache, readCrtDir, removeFile, writeAtomic } from "./storage.js";
+import { type CrtDirCache, readCrtDir, removeFile, removeLeftovers, writeAtomic } from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
 export { checkNameRemoval, droppedNames } from "./guard.js";
@@ -33,6 +38,8 @@ export interface RuntimeEndpointDeps {
 	probeTimeoutMs?: number;
 	/** The clock: observation times, and refusing expired or not-yet-valid certificates before sending. */
 	now?: () => Date;
+	/** plan and status: observe() does not remove leftover temp files (it reports them). */
+	readOnly?: boolean;
 }
 
 /** The driver plus `close()`, which ends its socket connection. */
@@ -55,10 +62,15 @@ export function createRuntimeEndpoint(
 	const runtimeName = (ref: string) => `${dirName}/${ref}`;
 	const context = { endpoint: config.name, target: config.name };
 	const fileCache: CrtDirCache = new Map();
+	const now = () => deps.now?.() ?? new Date();
+	// The crt-lists of the last observation: the files a storage delete must not leave naming a removed file.
+	let crtListFiles: ObservedCrtList[] = [];
 
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
 			signal.throwIfAborted();
+			const leftovers = (dir: string) => removeLeftovers(dir, now(), { dryRun: deps.readOnly === true });
+			const removed = await leftovers(config.crt_dir);
 			const worker = await client.checkWorker();
 			const [files, list, lists] = await Promise.all([
 				readCrtDir(config.crt_dir, fileCache),
@@ -94,16 +106,28 @@ export function createRuntimeEndpoint(
 					if (r && !r.crtLists.includes(l)) r.crtLists.push(l);
 				}
 			}
+			const names = [...refs.keys()].map(runtimeName);
+			const crtLists = await Promise.all(
+				members.map(({ list: l, entries }) => describeCrtList(l, entries, names, [dirName])),
+			);
+			crtListFiles = crtLists.filter((l) => l.kind === "file");
+			for (const dir of new Set(crtListFiles.filter((l) => l.editable).map((l) => dirname(l.name)))) {
+				removed.push(...(await leftovers(dir)));
+			}
 			return {
 				endpoint: config.name,
 				ok: true,
 				refs: [...refs.values()].sort((x, y) => x.ref.localeCompare(y.ref)),
-				observedAt: deps.now?.() ?? new Date(),
+				observedAt: now(),
 				info: {
 					pid: String(worker.pid),
 					uptime_sec: String(worker.uptimeSec),
 					...(list.transaction ? { open_transaction: list.transaction } : {}),
+					...(removed.length > 0
+						? { [deps.readOnly ? "leftovers" : "removed_leftovers"]: removed.join(", ") }
+						: {}),
 				},
+				crtLists,
 			};
 		} catch (e) {
 			return { endpoint: config.name, ok: false, error: asError(e, "observe") };
@@ -131,10 +155,48 @@ export function createRuntimeEndpoint(
 			case "storage-replace":
 				await writeAtomic(config.crt_dir, action.ref, combinedPem(action.bundle));
 				return { action, ok: true };
-			case "storage-delete":
+			case "storage-delete": {
+				const namedBy = await crtListFilesNaming(runtimeName(action.ref));
+				if (namedBy.length > 0) {
+					return {
+						action,
+						ok: false,
+						error: new CertificateeError(
+							"ENDPOINT_ERROR",
+							`${config.name}: not deleting ${action.ref}: ${namedBy.join(", ")} still name it, and HAProxy's next reload would fail`,
+							{
+								context: {
+									...context,
+									ref: action.ref,
+									file: namedBy[0] as string,
+									operation: "storage-delete",
+								},
+								hint: "remove its line from the crt-list file first; the next cycle retries",
+							},
+						),
+					};
+				}
 				return (await removeFile(config.crt_dir, action.ref))
 					? { action, ok: true }
 					: { action, ok: true, note: "file already gone" };
+			}
+			case "crt-list-file-remove": {
+				const listPath = action.crtList;
+				const changed = await editCrtListFile(
+					listPath,
+					(text) => removeCertificateLines(text, action.runtimeName, { listPath }).text,
+				);
+				return changed ? { action, ok: true } : { action, ok: true, note: `no line of ${listPath} names it` };
+			}
+			case "crt-list-file-add": {
+				const listPath = action.crtList;
+				const changed = await editCrtListFile(listPath, (text) =>
+					removeCertificateLines(text, action.runtimeName, { listPath }).removed.length > 0
+						? text
+						: appendLine(text, action.runtimeName),
+				);
+				return changed ? { action, ok: true } : { action, ok: true, note: `already in ${listPath}` };
+			}
 			case "runtime-set": {
 				const invalid = checkSendable(action.bundle, action.ref);
 				if (invalid) return { action, ok: false, error: invalid };
@@ -188,6 +250,23 @@ export function createRuntimeEndpoint(
 				throw new Error(`unknown action ${JSON.stringify(never)}`);
 			}
 		}
+	}
+
+	/** The crt-list files on disk whose lines name `name` now (read again: the last observation may be old). */
+	async function crtListFilesNaming(name: string): Promise<string[]> {
+		const naming: string[] = [];
+		for (const list of crtListFiles) {
+			if (!list.editable) {
+				if ((list.lines?.[name]?.length ?? 0) > 0) naming.push(list.name);
+				continue;
+			}
+			const text = await readFile(list.name, "utf8").catch((e: NodeJS.ErrnoException) => {
+				if (e.code === "ENOENT") return "";
+				throw e;
+			});
+			if (linesMaybeNaming(text, name, { listPath: list.name }).length > 0) naming.push(list.name);
+		}
+		return naming;
 	}
 
 	/** HAProxy accepts expired certificates: certificatee checks dates (and chain) itself. */

@@ -5,7 +5,7 @@
  */
 import { randomBytes, X509Certificate } from "node:crypto";
 import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { describeCertificate } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 import type { RefMeta } from "../../reconcile/model.js";
@@ -75,21 +75,91 @@ export function refPath(dir: string, ref: string): string {
 /** temp + fsync + rename + fsync(dir), mode 0600. */
 export async function writeAtomic(dir: string, ref: string, content: string): Promise<void> {
 	const target = refPath(dir, ref);
-	const temp = join(dir, `.${ref}.certificatee-${randomBytes(6).toString("hex")}.tmp`);
 	try {
-		const handle = await open(temp, "wx", 0o600);
+		await replaceFile(target, content, 0o600);
+	} catch (cause) {
+		throw storageError(dir, ref, "write", cause);
+	}
+}
+
+/**
+ * certificatee's temp files: `.<name>.certificatee-<12 hex>.tmp`, beside the file they replace. A kill
+ * between write and rename leaves one behind (a certificate and its key, for crt_dir).
+ */
+const TEMP_FILE = /^\..+\.certificatee-[0-9a-f]{12}\.tmp$/;
+
+/** Temp files this process is writing right now (absolute paths): never taken for leftovers. */
+const writing = new Set<string>();
+
+/**
+ * Replaces `path` atomically: a temp file in the same directory (mode `mode`, and `owner` when given), fsync,
+ * rename, fsync of the directory. A reader sees the old file or the new one, never a part. The temp file is removed on failure.
+ */
+export async function replaceFile(
+	path: string,
+	content: string,
+	mode: number,
+	owner?: { uid: number; gid: number },
+): Promise<void> {
+	const dir = dirname(path);
+	const temp = join(dir, `.${basename(path)}.certificatee-${randomBytes(6).toString("hex")}.tmp`);
+	writing.add(temp);
+	try {
+		const handle = await open(temp, "wx", mode);
 		try {
+			// Another owner than ours (a root-owned list) is kept, or the write fails: never a silent change.
+			if (owner && (owner.uid !== process.getuid?.() || owner.gid !== process.getgid?.())) {
+				await handle.chown(owner.uid, owner.gid);
+			}
 			await handle.writeFile(content);
 			await handle.sync();
 		} finally {
 			await handle.close();
 		}
-		await rename(temp, target);
+		await rename(temp, path);
 	} catch (cause) {
 		await unlink(temp).catch(() => undefined);
-		throw storageError(dir, ref, "write", cause);
+		throw cause;
+	} finally {
+		writing.delete(temp);
 	}
 	await syncDir(dir);
+}
+
+/**
+ * Removes certificatee's temp files left in `dir` by a writer that was killed: never one this process is
+ * writing, and only those last modified `minAgeMs` (default 2 s) or more before `now` (another certificatee
+ * process mid-write). Returns the paths removed, or with `dryRun` the paths it would remove.
+ */
+export async function removeLeftovers(
+	dir: string,
+	now: Date,
+	options: { minAgeMs?: number; dryRun?: boolean } = {},
+): Promise<string[]> {
+	const minAgeMs = options.minAgeMs ?? 2_000;
+	const names = await readdir(dir).catch((e: NodeJS.ErrnoException) => {
+		if (e.code === "ENOENT") return [] as string[];
+		throw e;
+	});
+	const removed: string[] = [];
+	for (const name of names.filter((n) => TEMP_FILE.test(n))) {
+		const path = join(dir, name);
+		if (writing.has(path)) continue;
+		const s = await stat(path).catch(() => undefined);
+		if (s === undefined || !s.isFile() || now.getTime() - s.mtimeMs < minAgeMs) continue;
+		if (options.dryRun) {
+			removed.push(path);
+			continue;
+		}
+		try {
+			await unlink(path);
+			removed.push(path);
+		} catch (e) {
+			if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+		}
+	}
+	if (removed.length > 0 && !options.dryRun) await syncDir(dir);
+	return removed;
 }
 
 /** Removes a ref's file; false when it was already gone. */
