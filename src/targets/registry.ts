@@ -50,6 +50,8 @@ export const targetFactories = {
 			createDataplaneEndpoint(e, {
 				now: deps.now,
 				allowNameRemoval: config.allow_name_removal,
+				storageDir: config.storage_dir,
+				bufsize: config.bufsize,
 				...(deps.warn ? { warn: deps.warn } : {}),
 			}),
 		);
