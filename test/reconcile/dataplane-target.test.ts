@@ -4,6 +4,7 @@
  * converged) and checked by TLS probes, with the worker pid proving no reload happened.
  */
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
@@ -15,6 +16,7 @@ import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, type HaproxyOptions, startHaproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
@@ -42,8 +44,9 @@ async function setupWith(options: HaproxyOptions, extra: Record<string, unknown>
 	const config = dataplaneTargetSchema.parse({
 		name: "fra-staging",
 		type: "haproxy-dataplane",
-		storage_dir: h.crtDir,
+		storage_dir: extra.trailingSlash ? `${h.crtDir}/` : h.crtDir,
 		...(extra.crtList ? { crt_list: h.crtListPath } : {}),
+		...(extra.bufsize ? { bufsize: extra.bufsize } : {}),
 		endpoints: [
 			{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
 		],
@@ -280,5 +283,64 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(renewal.steps.map((s) => `${s.op} ${s.result}`)).toEqual(["storage-replace ok", "runtime-set ok"]);
 		expect(await served(h, "fresh.test")).toBe(normaliseSerial(v2.serial));
 		expect(await h.workerPid()).toBe(pid);
+	});
+
+	it("the seed in a `crt <dir>/` layout, the directory's entries hidden by the API: duplicate deleted once, never written again, renewal served", async () => {
+		const names = ["dirseed.test", "www.dirseed.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		// storage_dir spelled with a trailing slash: the directory's crt-list is still recognised.
+		const { h, d, t } = await setupWith(
+			{ crtDir: { "dirseed.pem": keeper.combinedPem, "legacy_dirseed.pem": legacy.combinedPem } },
+			{ trailingSlash: true },
+		);
+		const pid = await h.workerPid();
+		// What the API really shows: the directory is a crt-list, with no entries (line 0 dropped).
+		expect((await d.runtime.showCrtList(h.crtDir))?.length).toBe(2);
+		const listed = await fetch(
+			`${d.url}/v3/services/haproxy/runtime/ssl_crt_lists/entries?name=${encodeURIComponent(h.crtDir)}`,
+			{
+				headers: { authorization: `Basic ${Buffer.from(`${d.username}:${d.password}`).toString("base64")}` },
+			},
+		);
+		expect(await listed.json()).toEqual([]);
+
+		let want = [desired("dirseed", keeper, names)];
+		const perCycle: string[][] = [];
+		for (let i = 0; i < 4; i++) perCycle.push(writes(await cycle(t, want)));
+		expect(perCycle).toEqual([
+			[
+				"crt-list-remove legacy_dirseed.pem",
+				"runtime-delete legacy_dirseed.pem",
+				"storage-delete legacy_dirseed.pem",
+			],
+			[],
+			[],
+			[],
+		]);
+		const crtListDelete = d.requests.find((r) => r.operation === "deleteCrtListEntry");
+		expect(new URLSearchParams(crtListDelete?.query).get("line_number")).toBeNull();
+		expect((await d.runtime.showCerts()).names.filter((n) => n.includes("legacy_dirseed"))).toEqual([]);
+		expect(existsSync(join(h.crtDir, "legacy_dirseed.pem"))).toBe(false);
+
+		// The keeper's renewal re-inserts its SNI entries: with the duplicate gone, it is served for every name.
+		const v2 = await issueTestLeaf(ca, { names });
+		want = [desired("dirseed", v2, names)];
+		const renewal = await cycle(t, want);
+		expect(writes(renewal)).toEqual(["storage-replace dirseed.pem", "runtime-set dirseed.pem"]);
+		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(v2.serial));
+		expect(writes(await cycle(t, want))).toEqual([]);
+		const legacyWrites = d.requests.filter(
+			(r) => r.method !== "get" && decodeURIComponent(r.path + r.query).includes("legacy_dirseed"),
+		);
+		expect(legacyWrites.map((r) => r.operation)).toEqual([
+			"deleteCrtListEntry",
+			"deleteCert",
+			"deleteStorageSSLCertificate",
+		]);
+		expect(d.count("createStorageSSLCertificate")).toBe(0);
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+		await assertReloadSafe(h);
 	});
 });
