@@ -3,6 +3,7 @@
  * HAProxy: the seed's thrash scenario and a hot renewal, counted at the API (writes per cycle, zero once
  * converged) and checked by TLS probes, with the worker pid proving no reload happened.
  */
+import { X509Certificate } from "node:crypto";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -339,6 +340,58 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 			"deleteStorageSSLCertificate",
 		]);
 		expect(d.count("createStorageSSLCertificate")).toBe(0);
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+		await assertReloadSafe(h);
+	});
+
+	it("a dotted legacy name beside its keeper (example.com.pem, addressed as example_com.pem) over 4 cycles: unaddressable, the keeper never deleted or overwritten", async () => {
+		const names = ["dotted.test", "www.dotted.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		// The keeper of certificate "dotted.test" is dotted_test.pem; the legacy file was put there by other means.
+		const { h, d, t } = await setup({
+			"dotted_test.pem": keeper.combinedPem,
+			"dotted.test.pem": legacy.combinedPem,
+		});
+		const pid = await h.workerPid();
+		const keeperFile = join(h.crtDir, "dotted_test.pem");
+		const legacyFile = join(h.crtDir, "dotted.test.pem");
+		let current = keeper;
+		const perCycle: string[][] = [];
+		for (let i = 0; i < 4; i++) {
+			if (i === 2) current = await issueTestLeaf(ca, { names });
+			const e = await cycle(t, [desired("dotted.test", current, names)]);
+			expect(e.ok).toBe(true);
+			perCycle.push(writes(e));
+			// The keeper is there after every cycle, holding its own certificate (never the legacy one).
+			expect(existsSync(keeperFile)).toBe(true);
+			const held = new X509Certificate(await readFile(keeperFile, "utf8"));
+			expect(normaliseSerial(held.serialNumber)).toBe(normaliseSerial(current.serial));
+			expect(e.verdicts.find((v) => "ref" in v && v.ref === "dotted.test.pem")).toMatchObject({
+				class: "unaddressable",
+				addressedAs: "dotted_test.pem",
+				certificate: "dotted.test",
+				why: expect.stringMatching(/Rename the file on disk/),
+			});
+		}
+		// Only the keeper's own renewal (cycle 3) was written; nothing addressed the legacy name.
+		expect(perCycle).toEqual([
+			[],
+			[],
+			["storage-replace dotted_test.pem", "runtime-set dotted_test.pem"],
+			[],
+		]);
+		const legacyRequests = d.requests.filter((r) =>
+			decodeURIComponent(r.path + r.query).includes("dotted.test.pem"),
+		);
+		expect(legacyRequests.map((r) => r.operation).filter((op) => op !== "getCert")).toEqual([]);
+		expect(d.count("getOneStorageSSLCertificate")).toBe(4);
+		expect(
+			d.count("deleteStorageSSLCertificate") + d.count("deleteCert") + d.count("deleteCrtListEntry"),
+		).toBe(0);
+		expect(existsSync(legacyFile)).toBe(true);
+		expect(await readFile(legacyFile, "utf8")).toBe(legacy.combinedPem);
 		expect(await h.workerPid()).toBe(pid);
 		expect(d.scheduledReloads).toEqual([]);
 		await assertReloadSafe(h);
