@@ -14,7 +14,7 @@ import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import type { EndpointReport } from "../../src/reconcile/report.js";
 import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
 import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
-import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, type HaproxyOptions, startHaproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
@@ -396,4 +396,123 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(d.scheduledReloads).toEqual([]);
 		await assertReloadSafe(h);
 	});
+
+	it("a ~17 KiB certificate through the API: its runtime write is never sent, reported pending a reload with its size; HAProxy alive, same worker, the others converge", async () => {
+		const small1 = await issueTestLeaf(ca, { names: ["small.test"] });
+		const big1 = await issueTestLeaf(ca, { names: ["big.test"] });
+		const { h, d, t } = await setup(
+			{ "small.pem": small1.combinedPem, "big.pem": big1.combinedPem },
+			{ crtList: true },
+		);
+		const pid = await h.workerPid();
+		const small2 = await issueTestLeaf(ca, { names: ["small.test"] });
+		const big2 = await bigLeaf();
+		const chain = await longChainLeaf("chain.test");
+		const want = [
+			desired("small", small2, ["small.test"]),
+			desired("big", big2.leaf, big2.names),
+			desired("chain", chain, ["chain.test"]),
+		];
+		const outcome = (e: EndpointReport) =>
+			e.steps.map((s) => `${s.op} ${s.ref} ${s.result}${s.error ? ` ${s.error.code}` : ""}`);
+
+		const first = await cycle(t, want);
+		expect(outcome(first)).toEqual([
+			"storage-replace small.pem ok",
+			"runtime-set small.pem ok",
+			"storage-replace big.pem ok",
+			"runtime-set big.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+			"storage-create chain.pem ok",
+			"runtime-add chain.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+		]);
+		for (const step of first.steps.filter((s) => s.result === "failed")) {
+			const bytes = Number(/request of (\d+) bytes/.exec(step.error?.message ?? "")?.[1]);
+			expect(bytes).toBeGreaterThan(16_384);
+			expect(bytes).toBeLessThan(20_000);
+			expect(step.note).toMatch(/^pending a reload/);
+			expect(step.error?.message).not.toMatch(/BEGIN|PRIVATE/);
+		}
+		// Nothing reached HAProxy at or over tune.bufsize: only the small certificate's runtime write was sent.
+		expect(d.overflows).toEqual([]);
+		expect(d.count("replaceCert")).toBe(1);
+		expect(d.count("createCert")).toBe(0);
+		expect(h.alive()).toBe(true);
+		expect(await h.workerPid()).toBe(pid);
+		expect(await served(h, "small.test")).toBe(normaliseSerial(small2.serial));
+		expect(await served(h, "big.test")).toBe(normaliseSerial(big1.serial));
+		// The storage files hold the new certificates, for the next reload.
+		expect(
+			normaliseSerial(new X509Certificate(await readFile(join(h.crtDir, "big.pem"), "utf8")).serialNumber),
+		).toBe(normaliseSerial(big2.leaf.serial));
+
+		// Reported again every cycle, still never sent; no other write.
+		const settled = apiWrites(d);
+		expect(outcome(await cycle(t, want))).toEqual([
+			"runtime-set big.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+			"runtime-add chain.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+		]);
+		expect(apiWrites(d)).toBe(settled);
+
+		// The reload it waits for: every certificate served from its file, nothing left to do.
+		await h.reload();
+		const after = await cycle(t, want);
+		expect(outcome(after)).toEqual([]);
+		expect(after.served.every((s) => s.match)).toBe(true);
+		expect(await served(h, "n99.big.test")).toBe(normaliseSerial(big2.leaf.serial));
+		expect(await served(h, "chain.test")).toBe(normaliseSerial(chain.serial));
+		expect(d.overflows).toEqual([]);
+		await assertReloadSafe(h);
+	});
+
+	it("the double answers a runtime write over tune.bufsize as the server would (500, recorded, never sent): a guard set too high is caught", async () => {
+		const big1 = await issueTestLeaf(ca, { names: ["big.test"] });
+		// The target believes HAProxy's bufsize is 64 KiB; HAProxy (and the double) use 16 KiB.
+		const { h, d, t } = await setup({ "big.pem": big1.combinedPem }, { bufsize: 65_536 });
+		const pid = await h.workerPid();
+		const big2 = await bigLeaf();
+		const e = await cycle(t, [desired("big", big2.leaf, big2.names)]);
+		expect(e.steps.map((s) => `${s.op} ${s.result} ${s.error?.code ?? ""}`)).toEqual([
+			"storage-replace ok ",
+			"runtime-set failed ENDPOINT_ERROR",
+		]);
+		expect(d.overflows).toEqual([
+			{
+				operation: "replaceCert",
+				name: join(h.crtDir, "big.pem"),
+				bytes: expect.any(Number),
+				effect: "connection closed",
+			},
+		]);
+		expect(d.overflows[0]?.bytes).toBeGreaterThan(16_384);
+		expect(h.alive()).toBe(true);
+		expect(await h.workerPid()).toBe(pid);
+		await assertReloadSafe(h, { except: ["big.test"] });
+	});
 });
+
+let big: { leaf: TestLeaf; names: string[] } | undefined;
+/** An RSA leaf with 700 SANs and one intermediate: about 17 KiB as one PEM. */
+async function bigLeaf(): Promise<{ leaf: TestLeaf; names: string[] }> {
+	if (big) return big;
+	const intermediate = await createTestCa("big intermediate", { issuer: ca });
+	const names = ["big.test", ...Array.from({ length: 700 }, (_, i) => `n${i}.big.test`)];
+	const leaf = await issueTestLeaf(ca, { names, keyType: "rsa-2048", intermediates: [intermediate] });
+	const size = Buffer.byteLength(leaf.combinedPem);
+	expect(size).toBeGreaterThan(16_500);
+	expect(size).toBeLessThan(18_500);
+	big = { leaf, names };
+	return big;
+}
+
+/** One name, a long chain of valid intermediates: over 16 KiB. */
+async function longChainLeaf(name: string): Promise<TestLeaf> {
+	const intermediates: TestIssuer[] = [];
+	let issuer = ca;
+	for (let i = 0; i < 16; i++) {
+		issuer = await createTestCa(`deep intermediate ${i} ${"x".repeat(200)}`, { issuer });
+		intermediates.unshift(issuer);
+	}
+	const leaf = await issueTestLeaf(ca, { names: [name], intermediates });
+	expect(Buffer.byteLength(leaf.combinedPem)).toBeGreaterThan(16_384);
+	return leaf;
+}
