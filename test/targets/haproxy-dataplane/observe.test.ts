@@ -140,7 +140,14 @@ describe("targets/haproxy-dataplane/observe", () => {
 
 	it("marks a storage name the API would sanitise as unaddressable, naming what a request would reach", () => {
 		const [ref] = joinRefs(
-			[{ storageName: "example.com.pem", file: "/c/example.com.pem", meta: {}, addressedAs: "example_com.pem" }],
+			[
+				{
+					storageName: "example.com.pem",
+					file: "/c/example.com.pem",
+					meta: {},
+					addressedAs: "example_com.pem",
+				},
+			],
 			[{ name: "/c/example.com.pem", meta: { status: "Used" } }],
 			new Map([["/c/example.com.pem", ["/c"]]]),
 		);
