@@ -95,6 +95,30 @@ describe("targets/haproxy-dataplane/client", () => {
 		});
 	});
 
+	it("never sends a storage GET, PUT or DELETE for a name the server would sanitise (it would reach another file)", async () => {
+		const leaf = await issueTestLeaf(ca, { names: ["dots.test"] });
+		await client.storage.create("dots_x.pem", leaf.combinedPem, signal());
+		const before = double.requests.length;
+		for (const attempt of [
+			client.storage.get("dots.x.pem", signal()),
+			client.storage.replace("dots.x.pem", leaf.combinedPem, signal()),
+			client.storage.delete("dots.x.pem", signal()),
+		]) {
+			const e = await failure(attempt);
+			expect(e.code).toBe("REF_UNADDRESSABLE");
+			expect(e.message).toMatch(/would address it as dots_x\.pem/);
+		}
+		expect(double.requests.length).toBe(before);
+		// The double reproduces the hazard: the dotted name reaches the other file.
+		const reached = await fetch(`${double.url}/v3/services/haproxy/storage/ssl_certificates/dots.x.pem`, {
+			headers: {
+				authorization: `Basic ${Buffer.from(`${double.username}:${double.password}`).toString("base64")}`,
+			},
+		});
+		expect(((await reached.json()) as { storage_name: string }).storage_name).toBe("dots_x.pem");
+		await client.storage.delete("dots_x.pem", signal());
+	});
+
 	it("replaces a storage file (text/plain) and never creates one with PUT", async () => {
 		const v1 = await issueTestLeaf(ca, { names: ["put.test"] });
 		const v2 = await issueTestLeaf(ca, { names: ["put.test"] });
