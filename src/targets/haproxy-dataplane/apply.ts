@@ -8,7 +8,12 @@ import { checkBundle } from "../../certificates/check.js";
 import type { Bundle } from "../../certificates/types.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import type { Action, ActionResult } from "../../reconcile/model.js";
-import { DEFAULT_BUFSIZE, dataplaneSetCertSize, payloadTooLarge } from "../haproxy/bufsize.js";
+import {
+	DEFAULT_BUFSIZE,
+	dataplaneSetCertSize,
+	PENDING_RELOAD_NOTE,
+	payloadTooLarge,
+} from "../haproxy/bufsize.js";
 import { checkNameRemoval } from "../haproxy-runtime/guard.js";
 import type { DataplaneClient, ReloadCaused } from "./client.js";
 import { runtimeMeta } from "./observe.js";
@@ -176,9 +181,6 @@ async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): 
 	}
 }
 
-const PENDING_RELOAD =
-	"pending a reload: not hot-updatable on this node (request too large for tune.bufsize); the storage file holds it and HAProxy serves it after its next reload";
-
 /** Performs one action; endpoint errors become `ok: false`, cancellation and programming errors throw. */
 export async function applyAction(
 	ctx: ApplyContext,
@@ -189,7 +191,7 @@ export async function applyAction(
 		return { action, ok: true, ...(await perform(ctx, action, signal)) };
 	} catch (e) {
 		if (isCertificateeError(e, "RUNTIME_PAYLOAD_TOO_LARGE")) {
-			return { action, ok: false, error: e, note: PENDING_RELOAD };
+			return { action, ok: false, error: e, note: PENDING_RELOAD_NOTE };
 		}
 		if (e instanceof CertificateeError && !signal.aborted) return { action, ok: false, error: e };
 		throw e;

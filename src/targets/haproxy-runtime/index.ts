@@ -14,6 +14,7 @@ import type {
 	ObservedRef,
 	RefMeta,
 } from "../../reconcile/model.js";
+import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
 import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
@@ -118,8 +119,7 @@ export function createRuntimeEndpoint(
 			const error = asError(e, action.op);
 			const result: ActionResult = { action, ok: false, error };
 			if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
-				result.note =
-					"not hot-updatable on this node (request too large for tune.bufsize); the file on disk applies at the next reload";
+				result.note = PENDING_RELOAD_NOTE;
 			}
 			return result;
 		}

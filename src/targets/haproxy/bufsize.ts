@@ -23,6 +23,10 @@ export function dataplaneSetCertSize(name: string, pem: string): number {
 	return Buffer.byteLength(`set severity-output number;@1 ${command};quit\n`);
 }
 
+/** The note on a runtime step refused for its size, on both targets. */
+export const PENDING_RELOAD_NOTE =
+	"pending a reload: not hot-updatable on this node (request too large for tune.bufsize); the file on disk holds it and HAProxy serves it after its next reload";
+
 export interface PayloadCheck {
 	/** Bytes of the whole request as HAProxy would receive it. */
 	size: number;
