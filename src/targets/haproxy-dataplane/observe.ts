@@ -152,8 +152,7 @@ export function crtListMembership(
 		for (const { list } of lists) {
 			if (withoutSlash(list) !== dir) continue;
 			for (const r of runtime) {
-				if (r.name.startsWith("/") && dirname(r.name) === dir && r.meta.status !== "Unused")
-					add(r.name, list);
+				if (dirname(r.name) === dir && r.meta.status !== "Unused") add(r.name, list);
 			}
 		}
 	}
