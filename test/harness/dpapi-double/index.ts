@@ -198,6 +198,18 @@ const routes: Record<string, Route> = {
 	},
 };
 
+const RUNTIME_OPERATIONS = new Set([
+	"getAllCerts",
+	"getCert",
+	"createCert",
+	"replaceCert",
+	"deleteCert",
+	"getAllCrtLists",
+	"getAllCrtListEntries",
+	"addCrtListEntry",
+	"deleteCrtListEntry",
+]);
+
 export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<DpapiDouble> {
 	const spec = await loadSpecValidator();
 	const username = options.username ?? "admin";
@@ -358,6 +370,15 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		if (operationId !== "getInfo") {
 			// A reload leaves an open connection talking to the old worker: reconnect to the current one.
 			await client.checkWorker().catch(() => undefined);
+		}
+		// After a second request of exactly bufsize, the real HAProxy is gone: every runtime call fails.
+		if (RUNTIME_OPERATIONS.has(operationId) && overflows.some((o) => o.effect === "haproxy killed")) {
+			return send(
+				res,
+				record,
+				operation,
+				errorBody(500, "dial unix runtime socket: connect: connection refused"),
+			);
 		}
 		const route = routes[operationId];
 		if (!route)

@@ -119,6 +119,34 @@ describe("targets/haproxy-dataplane/client", () => {
 		await client.storage.delete("dots_x.pem", signal());
 	});
 
+	it("the double answers set ssl cert requests of bufsize bytes as HAProxy 2.6 reacts (spin, then death; larger: closed), never sending them", async () => {
+		const own = await startDpapiDouble({ haproxy: h });
+		const c = createDataplaneClient(configFor(own), noSleep);
+		try {
+			const name = join(h.crtDir, "a.pem");
+			// client-native frames it as `set severity-output number;set ssl cert <name> <<\n<pem>\n\n`.
+			const frame = Buffer.byteLength(`set severity-output number;set ssl cert ${name} <<\n\n\n`);
+			const exact = `${"A".repeat(16_384 - frame - 1)}\n`;
+			for (const payload of [`${exact}B\n`, exact, exact]) {
+				const e = await failure(c.runtime.replace(name, payload, signal()));
+				expect(e.context.status).toBe(500);
+			}
+			expect(own.overflows.map((o) => `${o.bytes} ${o.effect}`)).toEqual([
+				"16386 connection closed",
+				"16384 worker spinning",
+				"16384 haproxy killed",
+			]);
+			expect((await failure(c.runtime.list(signal()))).message).toMatch(/connection refused/);
+			// The test HAProxy itself never saw them.
+			expect(h.alive()).toBe(true);
+			expect((await client.runtime.get(name, signal())).status).toBe("Used");
+			own.assertSpecClean();
+		} finally {
+			await c.close();
+			await own.close();
+		}
+	});
+
 	it("replaces a storage file (text/plain) and never creates one with PUT", async () => {
 		const v1 = await issueTestLeaf(ca, { names: ["put.test"] });
 		const v2 = await issueTestLeaf(ca, { names: ["put.test"] });
