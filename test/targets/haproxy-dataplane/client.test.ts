@@ -15,6 +15,7 @@ import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/cert
 import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/index.js";
 import { failure } from "../../harness/failure.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
+import { assertReloadSafe } from "../../harness/invariant.js";
 
 const signal = () => AbortSignal.timeout(20_000);
 
@@ -117,6 +118,7 @@ describe("targets/haproxy-dataplane/client", () => {
 		});
 		expect(((await reached.json()) as { storage_name: string }).storage_name).toBe("dots_x.pem");
 		await client.storage.delete("dots_x.pem", signal());
+		await assertReloadSafe(h);
 	});
 
 	it("the double answers set ssl cert requests of bufsize bytes as HAProxy 2.6 reacts (spin, then death; larger: closed), never sending them", async () => {
@@ -145,6 +147,7 @@ describe("targets/haproxy-dataplane/client", () => {
 			await c.close();
 			await own.close();
 		}
+		await assertReloadSafe(h);
 	});
 
 	it("replaces a storage file (text/plain) and never creates one with PUT", async () => {
