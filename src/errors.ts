@@ -38,6 +38,7 @@ export type ErrorCode =
 	| "RUNTIME_RELOADED"
 	| "PROBE_FAILED"
 	| "UPDATE_DROPS_NAMES"
+	| "REF_UNADDRESSABLE"
 	// files and state
 	| "ATOMICDIR_BAD_NAME"
 	| "ATOMICDIR_UNSUPPORTED"

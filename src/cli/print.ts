@@ -26,6 +26,8 @@ function verdictLine(v: Verdict): string {
 			return `${v.sni}: shadowed: ${v.why}`;
 		case "unmanaged":
 			return `${v.ref}: unmanaged${v.notAfter ? `, expires ${v.notAfter.toISOString()}` : ""}; never touched`;
+		case "unaddressable":
+			return `${v.ref}: unaddressable: ${v.why}`;
 	}
 }
 

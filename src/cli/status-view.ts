@@ -53,7 +53,13 @@ function convergence(endpoints: readonly EndpointReport[], certificate: string) 
 	return { converged, total: eps.length };
 }
 
-const DUPLICATE_CLASSES = new Set(["legacy-duplicate", "deleted-pending-reload", "pinned", "ambiguous"]);
+const DUPLICATE_CLASSES = new Set([
+	"legacy-duplicate",
+	"deleted-pending-reload",
+	"pinned",
+	"ambiguous",
+	"unaddressable",
+]);
 
 export function statusSummary(report: CycleReport, renewals?: RenewalInfo): StatusSummary {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);

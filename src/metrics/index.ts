@@ -135,6 +135,7 @@ export function createMetrics(): Metrics {
 				g.set({ ...labels, state: "pending_reload" }, count("deleted-pending-reload"));
 				g.set({ ...labels, state: "pinned" }, count("pinned"));
 				g.set({ ...labels, state: "ambiguous" }, count("ambiguous"));
+				g.set({ ...labels, state: "unaddressable" }, count("unaddressable"));
 			}
 		},
 	);

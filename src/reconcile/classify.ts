@@ -56,7 +56,16 @@ export type Verdict =
 			servedBy?: string;
 			why: string;
 	  }
-	| { class: "unmanaged"; ref: string; notAfter?: Date; names: string[] };
+	| { class: "unmanaged"; ref: string; notAfter?: Date; names: string[] }
+	| {
+			class: "unaddressable";
+			ref: string;
+			/** The name a request for `ref` would really reach. */
+			addressedAs: string;
+			/** The desired certificate whose names it carries, if any. */
+			certificate?: string;
+			why: string;
+	  };
 
 export type VerdictClass = Verdict["class"];
 
@@ -172,6 +181,21 @@ function crtListFilePin(
 	};
 }
 
+/**
+ * A storage file the target cannot address by its name is never read, written or deleted. Its crt-list entry
+ * and runtime certificate could be, by HAProxy's exact path, but a change there lives in memory only: the
+ * next reload loads the file again as it is on disk, so it is left alone too.
+ */
+function unaddressable(observed: ObservedRef, addressedAs: string, certificate: string | undefined): Verdict {
+	return {
+		class: "unaddressable",
+		ref: observed.ref,
+		addressedAs,
+		...(certificate === undefined ? {} : { certificate }),
+		why: `the Data Plane API addresses ${observed.ref} as ${addressedAs} (it sanitises names): a request for it would read, replace or delete ${addressedAs} instead; left alone. Rename the file on disk to a name the API keeps unchanged (letters, digits, _ and - before the extension) and reload HAProxy`,
+	};
+}
+
 export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 	const { desired, refs, policy } = input;
 	const byRef = new Map(refs.map((r) => [r.ref, r]));
@@ -188,6 +212,10 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		if (canonical.has(observed.ref)) continue;
 		const names = refNames(observed);
 		const equal = desired.filter((d) => sameNameSet(bundleNames(d.certificate.bundle), names));
+		if (observed.unaddressable) {
+			verdicts.push(unaddressable(observed, observed.unaddressable.addressedAs, equal[0]?.certificate.name));
+			continue;
+		}
 		const overlapping = desired.filter(
 			(d) =>
 				!equal.includes(d) && bundleNames(d.certificate.bundle).some((n) => names.includes(n.toLowerCase())),

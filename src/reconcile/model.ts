@@ -43,6 +43,8 @@ export interface ObservedRef {
 	runtime?: RefMeta;
 	/** Runtime crt-lists (or crt directories, named without trailing slash) that reference it. */
 	crtLists: string[];
+	/** Set when the target cannot address the storage file by its name: a request would reach `addressedAs`. */
+	unaddressable?: { addressedAs: string };
 }
 
 /**

@@ -120,6 +120,7 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 			case "ambiguous":
 			case "unmanaged":
 			case "shadowed":
+			case "unaddressable":
 				break;
 			case "missing":
 				write(keeperSteps, v.ref, v.certificate, "storage-create", "missing");

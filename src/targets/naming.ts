@@ -1,13 +1,45 @@
 /** Storage names as the Data Plane API makes them, shared by both HAProxy target kinds. Pure. */
 
+const OUTSIDE = /[^A-Za-z0-9_\\-]+/g;
+
+/** Go's filepath.Clean for the forms a stem can take: no empty, `.` or `..` elements, no trailing slash. */
+function cleanPath(path: string): string {
+	const absolute = path.startsWith("/");
+	const parts: string[] = [];
+	for (const part of path.split("/")) {
+		if (part === "" || part === ".") continue;
+		if (part === ".." && parts.length > 0 && parts.at(-1) !== "..") parts.pop();
+		else if (part !== ".." || !absolute) parts.push(part);
+	}
+	const joined = parts.join("/");
+	return absolute ? `/${joined}` : joined || ".";
+}
+
 /**
- * The Data Plane API keeps the extension after the last dot and turns every run of characters outside
- * [A-Za-z0-9_-] in the rest into "_": `example.com.pem` is stored as `example_com.pem`.
+ * client-native's `misc.SanitizeFilename`, which the Data Plane API applies to upload names and to the
+ * `{name}` of storage GET, PUT and DELETE: the extension (from the last dot, Go's filepath.Ext) is kept, the
+ * stem is path-cleaned, and every run of characters outside [A-Za-z0-9_\-] in either becomes "_".
+ * `example.com.pem` is stored as `example_com.pem`.
  */
 export function sanitizeStorageName(name: string): string {
+	const slash = name.lastIndexOf("/");
 	const dot = name.lastIndexOf(".");
-	const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
-	return stem.replace(/[^A-Za-z0-9_-]+/g, "_") + ext;
+	const ext = dot > slash ? name.slice(dot) : "";
+	let stem = name.slice(0, name.length - ext.length);
+	if (stem !== "") stem = cleanPath(stem);
+	stem = stem.replace(OUTSIDE, "_");
+	if (ext === "") return stem;
+	const cleanExt = ext.slice(1).replace(OUTSIDE, "_");
+	return stem === "" ? `_${cleanExt}` : `${stem}.${cleanExt}`;
+}
+
+/**
+ * Can the Data Plane API address this storage file by name? Only when the sanitiser leaves the name as it
+ * is: otherwise a GET, PUT or DELETE of it reaches the file the sanitised name points to (another file, or
+ * nothing).
+ */
+export function apiAddressable(storageName: string): boolean {
+	return sanitizeStorageName(storageName) === storageName;
 }
 
 /** The canonical ref of a certificate on every HAProxy target: its config name, sanitised, with `.pem`. */

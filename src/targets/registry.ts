@@ -56,6 +56,7 @@ export const targetFactories = {
 				now: deps.now,
 				allowNameRemoval: config.allow_name_removal,
 				storageDir: config.storage_dir,
+				bufsize: config.bufsize,
 				...(deps.warn ? { warn: deps.warn } : {}),
 			}),
 		);

@@ -141,6 +141,25 @@ describe("reconcile/classify + plan", () => {
 		expect(unstable.ops).toEqual(["runtime-set barsone.pem", "runtime-set legacy_barsone.pem"]);
 	});
 
+	it("a ref the Data Plane API cannot address (its name is sanitised to the keeper's) is unaddressable: nothing planned", () => {
+		const r = run([
+			ref("barsone.pem", { storage: metaOf(keeper), runtime: metaOf(keeper) }),
+			{
+				...ref("bars.one.pem", { storage: {}, runtime: oldMeta(keeper.names) }),
+				crtLists: ["/etc/haproxy/ssl"],
+				unaddressable: { addressedAs: "bars_one.pem" },
+			},
+		]);
+		expect(r.classes["bars.one.pem"]).toBe("unaddressable");
+		expect(r.verdicts.find((v) => v.class === "unaddressable")).toMatchObject({
+			addressedAs: "bars_one.pem",
+			certificate: "barsone",
+			why: expect.stringMatching(/Rename the file on disk/),
+		});
+		// Not removed (its storage delete would reach another file), not synced (memory only: a reload undoes it).
+		expect(r.ops).toEqual([]);
+	});
+
 	it("a duplicate referenced by a crt line is pinned: kept current, never deleted", () => {
 		const r = run([
 			ref("barsone.pem", { storage: metaOf(keeper), runtime: metaOf(keeper) }),

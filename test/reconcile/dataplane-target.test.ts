@@ -4,7 +4,9 @@
  * converged) and checked by TLS probes, with the worker pid proving no reload happened. Every test ends with
  * the reload-safety invariant (afterEach).
  */
+import { X509Certificate } from "node:crypto";
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
@@ -13,7 +15,7 @@ import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import type { EndpointReport } from "../../src/reconcile/report.js";
 import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
 import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
-import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, type HaproxyOptions, startHaproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
@@ -48,8 +50,9 @@ async function setupWith(options: HaproxyOptions, extra: Record<string, unknown>
 	const config = dataplaneTargetSchema.parse({
 		name: "fra-staging",
 		type: "haproxy-dataplane",
-		storage_dir: h.crtDir,
+		storage_dir: extra.trailingSlash ? `${h.crtDir}/` : h.crtDir,
 		...(extra.crtList ? { crt_list: h.crtListPath } : {}),
+		...(extra.bufsize ? { bufsize: extra.bufsize } : {}),
 		endpoints: [
 			{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
 		],
@@ -287,4 +290,235 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(await served(h, "fresh.test")).toBe(normaliseSerial(v2.serial));
 		expect(await h.workerPid()).toBe(pid);
 	});
+
+	it("the seed in a `crt <dir>/` layout, the directory's entries hidden by the API: duplicate deleted once, never written again, renewal served", async () => {
+		const names = ["dirseed.test", "www.dirseed.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		// storage_dir spelled with a trailing slash: the directory's crt-list is still recognised.
+		const { h, d, t } = await setupWith(
+			{ crtDir: { "dirseed.pem": keeper.combinedPem, "legacy_dirseed.pem": legacy.combinedPem } },
+			{ trailingSlash: true },
+		);
+		const pid = await h.workerPid();
+		// What the API really shows: the directory is a crt-list, with no entries (line 0 dropped).
+		expect((await d.runtime.showCrtList(h.crtDir))?.length).toBe(2);
+		const listed = await fetch(
+			`${d.url}/v3/services/haproxy/runtime/ssl_crt_lists/entries?name=${encodeURIComponent(h.crtDir)}`,
+			{
+				headers: { authorization: `Basic ${Buffer.from(`${d.username}:${d.password}`).toString("base64")}` },
+			},
+		);
+		expect(await listed.json()).toEqual([]);
+
+		let want = [desired("dirseed", keeper, names)];
+		const perCycle: string[][] = [];
+		for (let i = 0; i < 4; i++) perCycle.push(writes(await cycle(t, want)));
+		expect(perCycle).toEqual([
+			[
+				"crt-list-remove legacy_dirseed.pem",
+				"runtime-delete legacy_dirseed.pem",
+				"storage-delete legacy_dirseed.pem",
+			],
+			[],
+			[],
+			[],
+		]);
+		const crtListDelete = d.requests.find((r) => r.operation === "deleteCrtListEntry");
+		expect(new URLSearchParams(crtListDelete?.query).get("line_number")).toBeNull();
+		expect((await d.runtime.showCerts()).names.filter((n) => n.includes("legacy_dirseed"))).toEqual([]);
+		expect(existsSync(join(h.crtDir, "legacy_dirseed.pem"))).toBe(false);
+
+		// The keeper's renewal re-inserts its SNI entries: with the duplicate gone, it is served for every name.
+		const v2 = await issueTestLeaf(ca, { names });
+		want = [desired("dirseed", v2, names)];
+		const renewal = await cycle(t, want);
+		expect(writes(renewal)).toEqual(["storage-replace dirseed.pem", "runtime-set dirseed.pem"]);
+		for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(v2.serial));
+		expect(writes(await cycle(t, want))).toEqual([]);
+		const legacyWrites = d.requests.filter(
+			(r) => r.method !== "get" && decodeURIComponent(r.path + r.query).includes("legacy_dirseed"),
+		);
+		expect(legacyWrites.map((r) => r.operation)).toEqual([
+			"deleteCrtListEntry",
+			"deleteCert",
+			"deleteStorageSSLCertificate",
+		]);
+		expect(d.count("createStorageSSLCertificate")).toBe(0);
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+		await assertReloadSafe(h);
+	});
+
+	it("a dotted legacy name beside its keeper (example.com.pem, addressed as example_com.pem) over 4 cycles: unaddressable, the keeper never deleted or overwritten", async () => {
+		const names = ["dotted.test", "www.dotted.test"];
+		const keeper = await issueTestLeaf(ca, { names });
+		const legacy = await issueTestLeaf(ca, { names });
+		// The keeper of certificate "dotted.test" is dotted_test.pem; the legacy file was put there by other means.
+		const { h, d, t } = await setup({
+			"dotted_test.pem": keeper.combinedPem,
+			"dotted.test.pem": legacy.combinedPem,
+		});
+		const pid = await h.workerPid();
+		const keeperFile = join(h.crtDir, "dotted_test.pem");
+		const legacyFile = join(h.crtDir, "dotted.test.pem");
+		let current = keeper;
+		const perCycle: string[][] = [];
+		for (let i = 0; i < 4; i++) {
+			if (i === 2) current = await issueTestLeaf(ca, { names });
+			const e = await cycle(t, [desired("dotted.test", current, names)]);
+			expect(e.ok).toBe(true);
+			perCycle.push(writes(e));
+			// The keeper is there after every cycle, holding its own certificate (never the legacy one).
+			expect(existsSync(keeperFile)).toBe(true);
+			const held = new X509Certificate(await readFile(keeperFile, "utf8"));
+			expect(normaliseSerial(held.serialNumber)).toBe(normaliseSerial(current.serial));
+			expect(e.verdicts.find((v) => "ref" in v && v.ref === "dotted.test.pem")).toMatchObject({
+				class: "unaddressable",
+				addressedAs: "dotted_test.pem",
+				certificate: "dotted.test",
+				why: expect.stringMatching(/Rename the file on disk/),
+			});
+		}
+		// Only the keeper's own renewal (cycle 3) was written; nothing addressed the legacy name.
+		expect(perCycle).toEqual([
+			[],
+			[],
+			["storage-replace dotted_test.pem", "runtime-set dotted_test.pem"],
+			[],
+		]);
+		const legacyRequests = d.requests.filter((r) =>
+			decodeURIComponent(r.path + r.query).includes("dotted.test.pem"),
+		);
+		expect(legacyRequests.map((r) => r.operation).filter((op) => op !== "getCert")).toEqual([]);
+		expect(d.count("getOneStorageSSLCertificate")).toBe(4);
+		expect(
+			d.count("deleteStorageSSLCertificate") + d.count("deleteCert") + d.count("deleteCrtListEntry"),
+		).toBe(0);
+		expect(existsSync(legacyFile)).toBe(true);
+		expect(await readFile(legacyFile, "utf8")).toBe(legacy.combinedPem);
+		expect(await h.workerPid()).toBe(pid);
+		expect(d.scheduledReloads).toEqual([]);
+		await assertReloadSafe(h);
+	});
+
+	it("a ~17 KiB certificate through the API: its runtime write is never sent, reported pending a reload with its size; HAProxy alive, same worker, the others converge", async () => {
+		const small1 = await issueTestLeaf(ca, { names: ["small.test"] });
+		const big1 = await issueTestLeaf(ca, { names: ["big.test"] });
+		const { h, d, t } = await setup(
+			{ "small.pem": small1.combinedPem, "big.pem": big1.combinedPem },
+			{ crtList: true },
+		);
+		const pid = await h.workerPid();
+		const small2 = await issueTestLeaf(ca, { names: ["small.test"] });
+		const big2 = await bigLeaf();
+		const chain = await longChainLeaf("chain.test");
+		const want = [
+			desired("small", small2, ["small.test"]),
+			desired("big", big2.leaf, big2.names),
+			desired("chain", chain, ["chain.test"]),
+		];
+		const outcome = (e: EndpointReport) =>
+			e.steps.map((s) => `${s.op} ${s.ref} ${s.result}${s.error ? ` ${s.error.code}` : ""}`);
+
+		const first = await cycle(t, want);
+		expect(outcome(first)).toEqual([
+			"storage-replace small.pem ok",
+			"runtime-set small.pem ok",
+			"storage-replace big.pem ok",
+			"runtime-set big.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+			"storage-create chain.pem ok",
+			"runtime-add chain.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+		]);
+		for (const step of first.steps.filter((s) => s.result === "failed")) {
+			const bytes = Number(/request of (\d+) bytes/.exec(step.error?.message ?? "")?.[1]);
+			expect(bytes).toBeGreaterThan(16_384);
+			expect(bytes).toBeLessThan(20_000);
+			expect(step.note).toMatch(/^pending a reload/);
+			expect(step.error?.message).not.toMatch(/BEGIN|PRIVATE/);
+		}
+		// Nothing reached HAProxy at or over tune.bufsize: only the small certificate's runtime write was sent.
+		expect(d.overflows).toEqual([]);
+		expect(d.count("replaceCert")).toBe(1);
+		expect(d.count("createCert")).toBe(0);
+		expect(h.alive()).toBe(true);
+		expect(await h.workerPid()).toBe(pid);
+		expect(await served(h, "small.test")).toBe(normaliseSerial(small2.serial));
+		expect(await served(h, "big.test")).toBe(normaliseSerial(big1.serial));
+		// The storage files hold the new certificates, for the next reload.
+		expect(
+			normaliseSerial(new X509Certificate(await readFile(join(h.crtDir, "big.pem"), "utf8")).serialNumber),
+		).toBe(normaliseSerial(big2.leaf.serial));
+
+		// Reported again every cycle, still never sent; no other write.
+		const settled = apiWrites(d);
+		expect(outcome(await cycle(t, want))).toEqual([
+			"runtime-set big.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+			"runtime-add chain.pem failed RUNTIME_PAYLOAD_TOO_LARGE",
+		]);
+		expect(apiWrites(d)).toBe(settled);
+
+		// The reload it waits for: every certificate served from its file, nothing left to do.
+		await h.reload();
+		const after = await cycle(t, want);
+		expect(outcome(after)).toEqual([]);
+		expect(after.served.every((s) => s.match)).toBe(true);
+		expect(await served(h, bigName(99))).toBe(normaliseSerial(big2.leaf.serial));
+		expect(await served(h, "chain.test")).toBe(normaliseSerial(chain.serial));
+		expect(d.overflows).toEqual([]);
+		await assertReloadSafe(h);
+	});
+
+	it("the double answers a runtime write over tune.bufsize as the server would (500, recorded, never sent): a guard set too high is caught", async () => {
+		const big1 = await issueTestLeaf(ca, { names: ["big.test"] });
+		// The target believes HAProxy's bufsize is 64 KiB; HAProxy (and the double) use 16 KiB.
+		const { h, d, t } = await setup({ "big.pem": big1.combinedPem }, { bufsize: 65_536 });
+		const pid = await h.workerPid();
+		const big2 = await bigLeaf();
+		const e = await cycle(t, [desired("big", big2.leaf, big2.names)]);
+		expect(e.steps.map((s) => `${s.op} ${s.result} ${s.error?.code ?? ""}`)).toEqual([
+			"storage-replace ok ",
+			"runtime-set failed ENDPOINT_ERROR",
+		]);
+		expect(d.overflows).toEqual([
+			{
+				operation: "replaceCert",
+				name: join(h.crtDir, "big.pem"),
+				bytes: expect.any(Number),
+				effect: "connection closed",
+			},
+		]);
+		expect(d.overflows[0]?.bytes).toBeGreaterThan(16_384);
+		expect(h.alive()).toBe(true);
+		expect(await h.workerPid()).toBe(pid);
+		await assertReloadSafe(h, { except: ["big.test"] });
+	});
 });
+
+let big: { leaf: TestLeaf; names: string[] } | undefined;
+const bigName = (i: number) => `n${i}.${"x".repeat(40)}.big.test`;
+/** An RSA leaf with 191 SANs (long ones: fewer names to probe) and one intermediate: about 17 KiB as one PEM. */
+async function bigLeaf(): Promise<{ leaf: TestLeaf; names: string[] }> {
+	if (big) return big;
+	const intermediate = await createTestCa("big intermediate", { issuer: ca });
+	const names = ["big.test", ...Array.from({ length: 190 }, (_, i) => bigName(i))];
+	const leaf = await issueTestLeaf(ca, { names, keyType: "rsa-2048", intermediates: [intermediate] });
+	const size = Buffer.byteLength(leaf.combinedPem);
+	expect(size).toBeGreaterThan(16_500);
+	expect(size).toBeLessThan(18_500);
+	big = { leaf, names };
+	return big;
+}
+
+/** One name, a long chain of valid intermediates: over 16 KiB. */
+async function longChainLeaf(name: string): Promise<TestLeaf> {
+	const intermediates: TestIssuer[] = [];
+	let issuer = ca;
+	for (let i = 0; i < 16; i++) {
+		issuer = await createTestCa(`deep intermediate ${i} ${"x".repeat(200)}`, { issuer });
+		intermediates.unshift(issuer);
+	}
+	const leaf = await issueTestLeaf(ca, { names: [name], intermediates });
+	expect(Buffer.byteLength(leaf.combinedPem)).toBeGreaterThan(16_384);
+	return leaf;
+}

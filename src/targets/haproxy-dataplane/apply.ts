@@ -8,6 +8,12 @@ import { checkBundle } from "../../certificates/check.js";
 import type { Bundle } from "../../certificates/types.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import type { Action, ActionResult } from "../../reconcile/model.js";
+import {
+	DEFAULT_BUFSIZE,
+	dataplaneSetCertSize,
+	PENDING_RELOAD_NOTE,
+	payloadTooLarge,
+} from "../haproxy/bufsize.js";
 import { checkNameRemoval } from "../haproxy-runtime/guard.js";
 import type { DataplaneClient, ReloadCaused } from "./client.js";
 import { runtimeMeta } from "./observe.js";
@@ -18,6 +24,8 @@ export interface ApplyContext {
 	now: () => Date;
 	/** The target's allow_name_removal. */
 	allowNameRemoval: boolean;
+	/** HAProxy's tune.bufsize (default 16384): no runtime write whose socket request would reach it is sent. */
+	bufsize?: number;
 	/** Told about every reload a server caused (the reason says which write). */
 	warn?: (fields: Record<string, unknown>, message: string) => void;
 }
@@ -56,6 +64,22 @@ async function verifyRuntime(
 			hint: "another writer or a reload interfered; the next cycle observes and retries",
 		},
 	);
+}
+
+/**
+ * The API forwards a runtime write to HAProxy as one `set ssl cert` request; one of tune.bufsize bytes or more
+ * hangs or kills HAProxy 2.6-3.2. Such a write is never sent (RUNTIME_PAYLOAD_TOO_LARGE, with its size).
+ */
+function refuseOversize(ctx: ApplyContext, action: Action & { runtimeName: string; bundle: Bundle }): void {
+	const name = action.op === "runtime-add" ? basename(action.runtimeName) : action.runtimeName;
+	const tooLarge = payloadTooLarge({
+		size: dataplaneSetCertSize(name, combinedPem(action.bundle)),
+		bufsize: ctx.bufsize ?? DEFAULT_BUFSIZE,
+		endpoint: ctx.endpoint,
+		operation: action.op,
+		certificate: name,
+	});
+	if (tooLarge) throw tooLarge;
 }
 
 async function runtimeAdd(
@@ -123,11 +147,13 @@ async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): 
 			};
 		}
 		case "runtime-set":
+			refuseOversize(ctx, action);
 			await refuseDroppedNames(ctx, action, signal);
 			await client.runtime.replace(action.runtimeName, combinedPem(action.bundle), signal);
 			await verifyRuntime(ctx, action.runtimeName, action.bundle, signal);
 			return {};
 		case "runtime-add":
+			refuseOversize(ctx, action);
 			return runtimeAdd(ctx, action, signal);
 		case "crt-list-remove":
 			try {
@@ -175,6 +201,9 @@ export async function applyAction(
 	try {
 		return { action, ok: true, ...(await perform(ctx, action, signal)) };
 	} catch (e) {
+		if (isCertificateeError(e, "RUNTIME_PAYLOAD_TOO_LARGE")) {
+			return { action, ok: false, error: e, note: PENDING_RELOAD_NOTE };
+		}
 		if (e instanceof CertificateeError && !signal.aborted) return { action, ok: false, error: e };
 		throw e;
 	}

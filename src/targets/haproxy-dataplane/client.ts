@@ -6,6 +6,8 @@
 import { randomBytes } from "node:crypto";
 import pLimit from "p-limit";
 import type { z } from "zod";
+import { CertificateeError } from "../../errors.js";
+import { apiAddressable, sanitizeStorageName } from "../naming.js";
 import {
 	createHttpClient,
 	defaultRetryPolicy,
@@ -54,7 +56,8 @@ export interface NewCrtListEntry {
 /** Storage files in the API's ssl-certs-dir. Writes always pass skip_reload=true. Names are sanitised by the server. */
 export interface StorageApi {
 	list(signal: AbortSignal): Promise<StorageItem[]>;
-	/** Metadata of one file (serial is decimal here). Missing: ENDPOINT_NOT_FOUND. */
+	/** Metadata of one file (serial is decimal here). Missing: ENDPOINT_NOT_FOUND. get, replace and delete refuse
+	 * a name the server would sanitise (REF_UNADDRESSABLE), without sending anything. */
 	get(name: string, signal: AbortSignal): Promise<SslCertificate>;
 	/** Existing name: ENDPOINT_CONFLICT. The answer's storage_name is the name the server really used. */
 	create(name: string, pem: string, signal: AbortSignal): Promise<StorageWrite>;
@@ -99,6 +102,22 @@ export interface ClientDeps extends Partial<HttpDeps> {
 }
 
 export { sanitizeStorageName } from "../naming.js";
+
+/**
+ * The server sanitises the `{name}` of storage GET, PUT and DELETE: a name the sanitiser changes addresses
+ * another file (dpapi.md, Addendum 2). Such a request is never sent.
+ */
+function refuseUnaddressable(endpoint: string, operation: string, name: string): void {
+	if (apiAddressable(name)) return;
+	throw new CertificateeError(
+		"REF_UNADDRESSABLE",
+		`endpoint ${endpoint}: ${operation} of ${name} not sent: the Data Plane API would address it as ${sanitizeStorageName(name)}`,
+		{
+			context: { endpoint, operation, ref: name },
+			hint: "rename the file on disk to a name the API keeps unchanged (letters, digits, _ and - before the extension) and reload HAProxy",
+		},
+	);
+}
 
 const STORAGE = "/services/haproxy/storage/ssl_certificates";
 const RUNTIME = "/services/haproxy/runtime/ssl_certs";
@@ -193,8 +212,10 @@ export function createDataplaneClient(
 				storageName: item.storage_name,
 				...(item.file === undefined ? {} : { file: item.file }),
 			})),
-		get: (name, signal) =>
-			read("getOneStorageSSLCertificate", named(STORAGE, name), sslCertificateSchema, signal),
+		get: async (name, signal) => {
+			refuseUnaddressable(endpoint, "getOneStorageSSLCertificate", name);
+			return read("getOneStorageSSLCertificate", named(STORAGE, name), sslCertificateSchema, signal);
+		},
 		create: (name, pem, signal) => {
 			const exchange: Exchange = {
 				operation: "createStorageSSLCertificate",
@@ -205,7 +226,8 @@ export function createDataplaneClient(
 			};
 			return write(exchange, storageWrite(exchange), signal);
 		},
-		replace: (name, pem, signal) => {
+		replace: async (name, pem, signal) => {
+			refuseUnaddressable(endpoint, "replaceStorageSSLCertificate", name);
 			const exchange: Exchange = {
 				operation: "replaceStorageSSLCertificate",
 				method: "PUT",
@@ -215,7 +237,8 @@ export function createDataplaneClient(
 			};
 			return write(exchange, storageWrite(exchange), signal);
 		},
-		delete: (name, signal) => {
+		delete: async (name, signal) => {
+			refuseUnaddressable(endpoint, "deleteStorageSSLCertificate", name);
 			const exchange: Exchange = {
 				operation: "deleteStorageSSLCertificate",
 				method: "DELETE",

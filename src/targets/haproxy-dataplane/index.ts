@@ -26,8 +26,10 @@ export interface DataplaneEndpointDeps extends ClientDeps {
 	allowNameRemoval?: boolean;
 	/** GETs in flight during observe(). Default 8. */
 	concurrency?: number;
-	/** The target's storage_dir: a crt-list by that name is the crt directory, not a file. */
+	/** The target's storage_dir as haproxy.cfg spells it: the crt directory whose members the API cannot list. */
 	storageDir?: string;
+	/** HAProxy's tune.bufsize (default 16384). */
+	bufsize?: number;
 }
 
 export interface DataplaneEndpoint extends EndpointDriver {
@@ -46,7 +48,11 @@ export function createDataplaneEndpoint(
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
 			const [{ refs, crtLists }, info] = await Promise.all([
-				observeEndpoint(client, concurrency, signal, deps.storageDir ? [deps.storageDir] : []),
+				observeEndpoint(
+					client,
+					{ concurrency, ...(deps.storageDir ? { storageDir: deps.storageDir } : {}) },
+					signal,
+				),
 				client.info(signal),
 			]);
 			const version = info.api?.version;
@@ -74,6 +80,7 @@ export function createDataplaneEndpoint(
 					client,
 					now: deps.now,
 					allowNameRemoval: deps.allowNameRemoval ?? false,
+					...(deps.bufsize ? { bufsize: deps.bufsize } : {}),
 					...(deps.warn ? { warn: deps.warn } : {}),
 				},
 				action,

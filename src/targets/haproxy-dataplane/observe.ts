@@ -3,13 +3,14 @@
  * metadata, and the crt-lists that reference them, joined into ObservedRefs. The mapping is pure
  * (`joinRefs`, `storageMeta`, `runtimeMeta`); `observeEndpoint` only fetches.
  */
-import { basename } from "node:path";
+import { basename, dirname } from "node:path";
 import pLimit from "p-limit";
 import { parseSubjectAltName } from "../../certificates/bundle.js";
 import { nameSet, normaliseSerial } from "../../certificates/names.js";
 import { isCertificateeError } from "../../errors.js";
 import type { ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
 import { crtListLine, isCrtDirectory } from "../crt-list.js";
+import { apiAddressable, sanitizeStorageName } from "../naming.js";
 import type { DataplaneClient } from "./client.js";
 import type { CrtListEntry, SslCertificate } from "./schema.js";
 
@@ -57,6 +58,8 @@ export interface FetchedStorage {
 	storageName: string;
 	file?: string;
 	meta: RefMeta;
+	/** The name the API would really address (its sanitised form), when it differs: never read or written. */
+	addressedAs?: string;
 }
 
 export interface FetchedRuntime {
@@ -77,7 +80,12 @@ export function joinRefs(
 	const refs = new Map<string, ObservedRef>();
 	const byPath = new Map<string, ObservedRef>();
 	for (const s of storage) {
-		const ref: ObservedRef = { ref: s.storageName, storage: s.meta, crtLists: [] };
+		const ref: ObservedRef = {
+			ref: s.storageName,
+			storage: s.meta,
+			crtLists: [],
+			...(s.addressedAs === undefined ? {} : { unaddressable: { addressedAs: s.addressedAs } }),
+		};
 		refs.set(s.storageName, ref);
 		if (s.file) byPath.set(s.file, ref);
 	}
@@ -147,13 +155,53 @@ export function describeCrtLists(
 	});
 }
 
-/** Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. */
+/** A crt-list as HAProxy names a directory may or may not end in "/". */
+const withoutSlash = (path: string) => path.replace(/\/+$/, "") || "/";
+
+/**
+ * Which crt-lists reference each runtime certificate. HAProxy lists a `crt <dir>/` directory as a crt-list
+ * named by the directory, and prints its members with line number 0, which client-native's parser drops: the
+ * API answers with no entries. So a list named like the storage directory holds every runtime certificate
+ * directly inside that directory (except `Unused` ones, which no list or directory references), whatever
+ * its entries say.
+ */
+export function crtListMembership(
+	lists: ReadonlyArray<{ list: string; entries: ReadonlyArray<{ file: string }> }>,
+	runtime: readonly FetchedRuntime[],
+	storageDir?: string,
+): Map<string, string[]> {
+	const members = new Map<string, Set<string>>();
+	const add = (file: string, list: string) => members.set(file, (members.get(file) ?? new Set()).add(list));
+	for (const { list, entries } of lists) for (const e of entries) add(e.file, list);
+	if (storageDir !== undefined) {
+		const dir = withoutSlash(storageDir);
+		for (const { list } of lists) {
+			if (withoutSlash(list) !== dir) continue;
+			for (const r of runtime) {
+				if (dirname(r.name) === dir && r.meta.status !== "Unused") add(r.name, list);
+			}
+		}
+	}
+	return new Map([...members].map(([file, set]) => [file, [...set]]));
+}
+
+export interface ObserveOptions {
+	/** GETs in flight at once. */
+	concurrency: number;
+	/** The storage directory as haproxy.cfg spells it (see crtListMembership). */
+	storageDir?: string;
+}
+
+/**
+ * Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. A storage name the
+ * API's sanitiser changes is never fetched: its GET would answer for another file (the keeper's, typically).
+ */
 export async function observeEndpoint(
 	client: DataplaneClient,
-	concurrency: number,
+	options: ObserveOptions,
 	signal: AbortSignal,
-	crtDirectories: readonly string[] = [],
 ): Promise<{ refs: ObservedRef[]; crtLists: ObservedCrtList[] }> {
+	const { concurrency } = options;
 	const limit = pLimit(concurrency);
 	const [items, names, lists] = await Promise.all([
 		client.storage.list(signal),
@@ -163,11 +211,22 @@ export async function observeEndpoint(
 	const [storage, runtime, entries] = await Promise.all([
 		Promise.all(
 			items.map((i) =>
-				limit(async () => ({
-					storageName: i.storageName,
-					...(i.file === undefined ? {} : { file: i.file }),
-					meta: await metaOrEmpty(() => client.storage.get(i.storageName, signal), storageMeta),
-				})),
+				limit(async (): Promise<FetchedStorage> => {
+					const file = i.file === undefined ? {} : { file: i.file };
+					if (!apiAddressable(i.storageName)) {
+						return {
+							storageName: i.storageName,
+							...file,
+							meta: {},
+							addressedAs: sanitizeStorageName(i.storageName),
+						};
+					}
+					return {
+						storageName: i.storageName,
+						...file,
+						meta: await metaOrEmpty(() => client.storage.get(i.storageName, signal), storageMeta),
+					};
+				}),
 			),
 		),
 		Promise.all(
@@ -182,9 +241,9 @@ export async function observeEndpoint(
 			lists.map((l) => limit(async () => ({ list: l, entries: await client.crtLists.entries(l, signal) }))),
 		),
 	]);
-	const crtLists = new Map<string, string[]>();
-	for (const { list: l, entries: es } of entries) {
-		for (const e of es) crtLists.set(e.file, [...new Set([...(crtLists.get(e.file) ?? []), l])]);
-	}
-	return { refs: joinRefs(storage, runtime, crtLists), crtLists: describeCrtLists(entries, crtDirectories) };
+	const crtDirectories = options.storageDir === undefined ? [] : [options.storageDir];
+	return {
+		refs: joinRefs(storage, runtime, crtListMembership(entries, runtime, options.storageDir)),
+		crtLists: describeCrtLists(entries, crtDirectories),
+	};
 }

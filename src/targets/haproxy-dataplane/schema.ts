@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { duration } from "../../config/duration.js";
+import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
 
 /** One Data Plane API server. `password_file` and `${ENV}` are resolved before this schema sees values. */
 export const dataplaneEndpointSchema = z.strictObject({
@@ -39,6 +40,8 @@ export const dataplaneTargetSchema = z.strictObject({
 	storage_dir: z.string().min(1).default("/etc/haproxy/ssl"),
 	/** A crt-list file new certificates are added to at runtime; without it they are served after the next reload. */
 	crt_list: z.string().min(1).optional(),
+	/** HAProxy's tune.bufsize: a runtime write whose `set ssl cert` request would reach it is never sent. */
+	bufsize: z.number().int().min(1024).default(DEFAULT_BUFSIZE),
 });
 export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
 

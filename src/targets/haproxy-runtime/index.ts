@@ -18,6 +18,7 @@ import type {
 	RefMeta,
 } from "../../reconcile/model.js";
 import { appendLine, linesMaybeNaming, removeCertificateLines } from "../crt-list.js";
+import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
 import { describeCrtList, editCrtListFile } from "./crt-list-files.js";
 import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
@@ -142,8 +143,7 @@ export function createRuntimeEndpoint(
 			const error = asError(e, action.op);
 			const result: ActionResult = { action, ok: false, error };
 			if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
-				result.note =
-					"not hot-updatable on this node (request too large for tune.bufsize); the file on disk applies at the next reload";
+				result.note = PENDING_RELOAD_NOTE;
 			}
 			return result;
 		}

@@ -14,6 +14,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError, isCertificateeError, scrubSecrets } from "../../errors.js";
+import { DEFAULT_BUFSIZE, payloadTooLarge } from "../haproxy/bufsize.js";
 import { Connection } from "./connection.js";
 import {
 	type CertDetail,
@@ -84,7 +85,7 @@ export class RuntimeClient {
 			address: options.address,
 			master: options.master ?? false,
 			timeoutMs: options.timeoutMs ?? 10_000,
-			bufsize: options.bufsize ?? 16_384,
+			bufsize: options.bufsize ?? DEFAULT_BUFSIZE,
 			lockAttempts: options.lockAttempts ?? 10,
 		};
 	}
@@ -270,17 +271,13 @@ export class RuntimeClient {
 				"payload contains an empty line",
 			);
 		}
-		const size = Buffer.byteLength(request);
-		if (size >= this.#options.bufsize) {
-			throw new CertificateeError(
-				"RUNTIME_PAYLOAD_TOO_LARGE",
-				`request of ${size} bytes refused for ${this.name}: HAProxy's tune.bufsize is ${this.#options.bufsize} and a request that size or larger crashes HAProxy 2.6-3.2`,
-				{
-					context: { endpoint: this.name, operation: command.split(" ").slice(0, 3).join(" ") },
-					hint: "this certificate cannot be hot-updated on this node: shorten the chain, raise tune.bufsize in haproxy.cfg (and the target's bufsize), or deploy it by file and reload",
-				},
-			);
-		}
+		const tooLarge = payloadTooLarge({
+			size: Buffer.byteLength(request),
+			bufsize: this.#options.bufsize,
+			endpoint: this.name,
+			operation: command.split(" ").slice(0, 3).join(" "),
+		});
+		if (tooLarge) throw tooLarge;
 		return request;
 	}
 

@@ -12,6 +12,23 @@ export interface DoubleContext {
 	reload(): Promise<void>;
 	/** Records a reload as scheduled and returns its Reload-ID (the double never reloads by itself). */
 	scheduleReload(): string;
+	/** Older client-native returned crt-directory members (`<path>:0`) with line_number 0; current drops them. */
+	lineZeroEntries: boolean;
+	/** HAProxy's tune.bufsize, for the size of the `set ssl cert` requests the API would send. */
+	bufsize: number;
+	/** Runtime requests the real server would have sent at or over bufsize (never sent to the test HAProxy). */
+	overflows: RuntimeOverflow[];
+}
+
+/** What HAProxy 2.6.12 does with a CLI request of bufsize bytes or more (research/haproxy-runtime.md §2.3). */
+export interface RuntimeOverflow {
+	/** The API operation that would have sent it. */
+	operation: string;
+	/** HAProxy's certificate name in the request. */
+	name: string;
+	bytes: number;
+	/** Exactly bufsize: a worker thread spins; a second one kills HAProxy. Larger: the connection is closed. */
+	effect: "worker spinning" | "haproxy killed" | "connection closed";
 }
 
 /** A handler's answer: status, JSON body (undefined = none) and extra headers. */

@@ -17,7 +17,7 @@ import type { Operation } from "openapi-backend";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
 import type { Haproxy } from "../haproxy.js";
 import { checkRequest, checkResponse, type IncomingRequest } from "./check.js";
-import { type DoubleContext, errorBody, type Handled } from "./context.js";
+import { type DoubleContext, errorBody, type Handled, type RuntimeOverflow } from "./context.js";
 import { runtime } from "./runtime.js";
 import { loadSpecValidator } from "./spec.js";
 import { flagsOf, storage } from "./storage.js";
@@ -70,6 +70,12 @@ export interface DpapiDoubleOptions {
 	tls?: { certPem: string; keyPem: string };
 	/** Behave like servers that ignore skip_reload (v2, early v3.0): push at runtime, 202 when that fails. */
 	ignoreSkipReload?: boolean;
+	/** List crt-directory members (`<path>:0`) with line_number 0, as older client-native did. Default: hidden,
+	 * as current client-native's parser drops them (the directory's crt-list answers with no entries). */
+	lineZeroEntries?: boolean;
+	/** HAProxy's tune.bufsize (default 16384): `set ssl cert` requests that reach it are recorded in
+	 * `overflows` and answered as the real server would, never sent to the test HAProxy. */
+	bufsize?: number;
 }
 
 export interface DpapiDouble {
@@ -84,6 +90,8 @@ export interface DpapiDouble {
 	readonly requests: RequestRecord[];
 	/** Reload-IDs the double answered 202 with. */
 	readonly scheduledReloads: string[];
+	/** Runtime requests a real server would have sent at or over tune.bufsize (hanging or killing HAProxy). */
+	readonly overflows: RuntimeOverflow[];
 	inject(fault: Fault): void;
 	clearFaults(): void;
 	/** Off-spec requests and responses seen so far. */
@@ -190,6 +198,18 @@ const routes: Record<string, Route> = {
 	},
 };
 
+const RUNTIME_OPERATIONS = new Set([
+	"getAllCerts",
+	"getCert",
+	"createCert",
+	"replaceCert",
+	"deleteCert",
+	"getAllCrtLists",
+	"getAllCrtListEntries",
+	"addCrtListEntry",
+	"deleteCrtListEntry",
+]);
+
 export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<DpapiDouble> {
 	const spec = await loadSpecValidator();
 	const username = options.username ?? "admin";
@@ -200,7 +220,11 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 	const client = new RuntimeClient({ address: options.haproxy.adminSocket, name: "double" });
 	let reloadCounter = 0;
 	const scheduledReloads: string[] = [];
+	const overflows: RuntimeOverflow[] = [];
 	const ctx: DoubleContext = {
+		lineZeroEntries: options.lineZeroEntries ?? false,
+		bufsize: options.bufsize ?? 16_384,
+		overflows,
 		storageDir: options.storageDir ?? options.haproxy.crtDir,
 		configFile: join(options.haproxy.dir, "haproxy.cfg"),
 		runtime: client,
@@ -347,6 +371,15 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 			// A reload leaves an open connection talking to the old worker: reconnect to the current one.
 			await client.checkWorker().catch(() => undefined);
 		}
+		// After a second request of exactly bufsize, the real HAProxy is gone: every runtime call fails.
+		if (RUNTIME_OPERATIONS.has(operationId) && overflows.some((o) => o.effect === "haproxy killed")) {
+			return send(
+				res,
+				record,
+				operation,
+				errorBody(500, "dial unix runtime socket: connect: connection refused"),
+			);
+		}
 		const route = routes[operationId];
 		if (!route)
 			return send(res, record, operation, errorBody(501, `${operationId} not served by the double`));
@@ -382,6 +415,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		count: (operation) => counts[operation] ?? 0,
 		requests,
 		scheduledReloads,
+		overflows,
 		inject: (fault) => {
 			faults.push({ ...fault, fired: 0 });
 		},

@@ -7,7 +7,38 @@
 import { basename } from "node:path";
 import { describeError } from "../../../src/errors.js";
 import type { CertDetail } from "../../../src/targets/haproxy-runtime/parse.js";
-import { type DoubleContext, errorBody, type Handled } from "./context.js";
+import { type DoubleContext, errorBody, type Handled, type RuntimeOverflow } from "./context.js";
+
+/** The bytes client-native writes to the stats socket for `set ssl cert` (runtime/certs.go, heredoc.go). */
+function setCertRequestBytes(name: string, pem: string): number {
+	const payload = pem.endsWith("\n") ? pem : `${pem}\n`;
+	return Buffer.byteLength(`set severity-output number;set ssl cert ${name} <<\n${payload}\n\n`);
+}
+
+/**
+ * HAProxy's answer to a `set ssl cert` request of bufsize bytes or more, recorded instead of sent (the test
+ * HAProxy must survive): undefined when the request fits. The real server gets no answer (a spinning worker,
+ * then a dead HAProxy) or a closed connection, and answers 500 either way.
+ */
+export function overflow(
+	ctx: DoubleContext,
+	operation: string,
+	name: string,
+	pem: string,
+): Handled | undefined {
+	const bytes = setCertRequestBytes(name, pem);
+	if (bytes < ctx.bufsize) return undefined;
+	const spinning = ctx.overflows.filter((o) => o.effect === "worker spinning").length;
+	const effect: RuntimeOverflow["effect"] =
+		bytes > ctx.bufsize ? "connection closed" : spinning > 0 ? "haproxy killed" : "worker spinning";
+	ctx.overflows.push({ operation, name, bytes, effect });
+	return errorBody(
+		500,
+		effect === "connection closed"
+			? ` [set ssl cert ${name}]`
+			: `read unix @->runtime socket: i/o timeout [set ssl cert ${name}]`,
+	);
+}
 
 function detailBody(d: CertDetail): Record<string, unknown> {
 	const body: Record<string, unknown> = { storage_name: d.filename };
@@ -53,6 +84,9 @@ export const runtime = {
 		} catch (e) {
 			return echoed(e, `new ssl cert ${name}`);
 		}
+		// The empty store made by `new` stays behind when `set` fails (dpapi.md §3).
+		const tooLarge = overflow(ctx, "createCert", name, upload.text);
+		if (tooLarge) return tooLarge;
 		try {
 			await ctx.runtime.setCert(name, upload.text);
 		} catch (e) {
@@ -67,6 +101,8 @@ export const runtime = {
 	},
 
 	async replace(ctx: DoubleContext, name: string, text: string): Promise<Handled> {
+		const tooLarge = overflow(ctx, "replaceCert", name, text);
+		if (tooLarge) return tooLarge;
 		try {
 			await ctx.runtime.setCert(name, text);
 		} catch (e) {
@@ -96,9 +132,11 @@ export const runtime = {
 	async entries(ctx: DoubleContext, list: string): Promise<Handled> {
 		const entries = await ctx.runtime.showCrtList(list);
 		if (entries === undefined) return errorBody(404, `crt-list ${list} does not exist`);
+		// HAProxy prints a crt directory's members as `<path>:0`; current client-native drops line numbers < 1.
+		const shown = entries.filter((e) => ctx.lineZeroEntries || (e.line ?? 0) >= 1);
 		return {
 			status: 200,
-			body: entries.map((e) => ({
+			body: shown.map((e) => ({
 				file: e.file,
 				line_number: e.line ?? 0,
 				...(e.options ? { ssl_bind_config: e.options } : {}),

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { sanitizeStorageName } from "../../../src/targets/haproxy-dataplane/client.js";
 import type { DoubleContext, Handled } from "./context.js";
 import { errorBody } from "./context.js";
+import { overflow } from "./runtime.js";
 
 const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----\r?\n[\s\S]*?-----END \1-----/g;
 
@@ -163,6 +164,7 @@ export const storage = {
 		const body = metadata(name, file, Buffer.byteLength(upload.text), pem);
 		return afterWrite(ctx, flags, 201, body, async () => {
 			await ctx.runtime.newCert(file);
+			if (overflow(ctx, "createStorageSSLCertificate", file, upload.text)) throw new Error("overflow");
 			await ctx.runtime.setCert(file, upload.text);
 			await ctx.runtime.commitCert(file);
 		});
@@ -177,6 +179,7 @@ export const storage = {
 		await writeAtomically(file, text);
 		const body = metadata(name, file, Buffer.byteLength(text), pem);
 		return afterWrite(ctx, flags, 200, body, async () => {
+			if (overflow(ctx, "replaceStorageSSLCertificate", file, text)) throw new Error("overflow");
 			await ctx.runtime.setCert(file, text);
 			await ctx.runtime.commitCert(file);
 		});

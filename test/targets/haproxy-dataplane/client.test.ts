@@ -15,6 +15,7 @@ import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/cert
 import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/index.js";
 import { failure } from "../../harness/failure.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
+import { assertReloadSafe } from "../../harness/invariant.js";
 
 const signal = () => AbortSignal.timeout(20_000);
 
@@ -93,6 +94,60 @@ describe("targets/haproxy-dataplane/client", () => {
 			operation: "createStorageSSLCertificate",
 			status: 409,
 		});
+	});
+
+	it("never sends a storage GET, PUT or DELETE for a name the server would sanitise (it would reach another file)", async () => {
+		const leaf = await issueTestLeaf(ca, { names: ["dots.test"] });
+		await client.storage.create("dots_x.pem", leaf.combinedPem, signal());
+		const before = double.requests.length;
+		for (const attempt of [
+			client.storage.get("dots.x.pem", signal()),
+			client.storage.replace("dots.x.pem", leaf.combinedPem, signal()),
+			client.storage.delete("dots.x.pem", signal()),
+		]) {
+			const e = await failure(attempt);
+			expect(e.code).toBe("REF_UNADDRESSABLE");
+			expect(e.message).toMatch(/would address it as dots_x\.pem/);
+		}
+		expect(double.requests.length).toBe(before);
+		// The double reproduces the hazard: the dotted name reaches the other file.
+		const reached = await fetch(`${double.url}/v3/services/haproxy/storage/ssl_certificates/dots.x.pem`, {
+			headers: {
+				authorization: `Basic ${Buffer.from(`${double.username}:${double.password}`).toString("base64")}`,
+			},
+		});
+		expect(((await reached.json()) as { storage_name: string }).storage_name).toBe("dots_x.pem");
+		await client.storage.delete("dots_x.pem", signal());
+		await assertReloadSafe(h);
+	});
+
+	it("the double answers set ssl cert requests of bufsize bytes as HAProxy 2.6 reacts (spin, then death; larger: closed), never sending them", async () => {
+		const own = await startDpapiDouble({ haproxy: h });
+		const c = createDataplaneClient(configFor(own), noSleep);
+		try {
+			const name = join(h.crtDir, "a.pem");
+			// client-native frames it as `set severity-output number;set ssl cert <name> <<\n<pem>\n\n`.
+			const frame = Buffer.byteLength(`set severity-output number;set ssl cert ${name} <<\n\n\n`);
+			const exact = `${"A".repeat(16_384 - frame - 1)}\n`;
+			for (const payload of [`${exact}B\n`, exact, exact]) {
+				const e = await failure(c.runtime.replace(name, payload, signal()));
+				expect(e.context.status).toBe(500);
+			}
+			expect(own.overflows.map((o) => `${o.bytes} ${o.effect}`)).toEqual([
+				"16386 connection closed",
+				"16384 worker spinning",
+				"16384 haproxy killed",
+			]);
+			expect((await failure(c.runtime.list(signal()))).message).toMatch(/connection refused/);
+			// The test HAProxy itself never saw them.
+			expect(h.alive()).toBe(true);
+			expect((await client.runtime.get(name, signal())).status).toBe("Used");
+			own.assertSpecClean();
+		} finally {
+			await c.close();
+			await own.close();
+		}
+		await assertReloadSafe(h);
 	});
 
 	it("replaces a storage file (text/plain) and never creates one with PUT", async () => {

@@ -42,7 +42,13 @@ function endpointFor(d: DpapiDouble, extra: Record<string, unknown> = {}): Datap
 			probe: h.address,
 			...extra,
 		}),
-		{ now, warn: (_f, m) => warnings.push(m), sleep: async () => {}, random: () => 0.5 },
+		{
+			now,
+			warn: (_f, m) => warnings.push(m),
+			sleep: async () => {},
+			random: () => 0.5,
+			storageDir: h.crtDir,
+		},
 	);
 	drivers.push(e);
 	return e;

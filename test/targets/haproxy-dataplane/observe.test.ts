@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { joinRefs, runtimeMeta, storageMeta } from "../../../src/targets/haproxy-dataplane/observe.js";
+import {
+	crtListMembership,
+	joinRefs,
+	runtimeMeta,
+	storageMeta,
+} from "../../../src/targets/haproxy-dataplane/observe.js";
 
 describe("targets/haproxy-dataplane/observe", () => {
 	it("normalises a storage answer: decimal serial to hex, names from domains and IPs", () => {
@@ -100,5 +105,57 @@ describe("targets/haproxy-dataplane/observe", () => {
 			new Map([["/c/a.pem", ["/c", "/etc/list.txt"]]]),
 		);
 		expect(ref?.crtLists).toEqual(["/c", "/etc/list.txt"]);
+	});
+
+	it("a crt-list named like the storage directory (with or without '/') holds every runtime certificate directly in it", () => {
+		const runtime = [
+			{ name: "/c/a.pem", meta: { status: "Used" } },
+			{ name: "/c/sub/b.pem", meta: { status: "Used" } },
+			{ name: "/c/new.pem", meta: { status: "Unused" } },
+			{ name: "bare.pem", meta: { status: "Unused" } },
+			{ name: "/other/d.pem", meta: { status: "Used" } },
+		];
+		for (const [list, storageDir] of [
+			["/c", "/c"],
+			["/c/", "/c"],
+			["/c", "/c/"],
+		] as const) {
+			// The API lists the directory with no entries (client-native drops line 0).
+			const members = crtListMembership([{ list, entries: [] }], runtime, storageDir);
+			expect(Object.fromEntries(members), `${list} ${storageDir}`).toEqual({ "/c/a.pem": [list] });
+		}
+		// Entries an older server shows (line 0) and the directory rule agree: one membership, no duplicate.
+		const both = crtListMembership(
+			[
+				{ list: "/c", entries: [{ file: "/c/a.pem" }] },
+				{ list: "/etc/l.txt", entries: [{ file: "/other/d.pem" }] },
+			],
+			runtime,
+			"/c",
+		);
+		expect(Object.fromEntries(both)).toEqual({ "/c/a.pem": ["/c"], "/other/d.pem": ["/etc/l.txt"] });
+		// Without the storage directory only entries count.
+		expect(crtListMembership([{ list: "/c", entries: [] }], runtime).size).toBe(0);
+	});
+
+	it("marks a storage name the API would sanitise as unaddressable, naming what a request would reach", () => {
+		const [ref] = joinRefs(
+			[
+				{
+					storageName: "example.com.pem",
+					file: "/c/example.com.pem",
+					meta: {},
+					addressedAs: "example_com.pem",
+				},
+			],
+			[{ name: "/c/example.com.pem", meta: { status: "Used" } }],
+			new Map([["/c/example.com.pem", ["/c"]]]),
+		);
+		expect(ref).toMatchObject({
+			ref: "example.com.pem",
+			runtimeName: "/c/example.com.pem",
+			unaddressable: { addressedAs: "example_com.pem" },
+			crtLists: ["/c"],
+		});
 	});
 });
