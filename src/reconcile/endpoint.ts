@@ -6,12 +6,27 @@ import pLimit from "p-limit";
 import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
-import type { Action, DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
+import type {
+	Action,
+	DesiredCertificate,
+	EndpointDriver,
+	EndpointObservation,
+	ServedCertificate,
+} from "./model.js";
 import { planEndpoint } from "./plan.js";
 import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
+import {
+	sameWorker,
+	type WorkerIdentity,
+	type WriteQueue,
+	type WriteQueues,
+	workerFromInfo,
+} from "./writers.js";
 
 const NEVER_ABORTED = new AbortController().signal;
 const PROBE_CONCURRENCY = 8;
+/** Write passes in one cycle when HAProxy keeps reloading under them; then the rest is reported failed. */
+export const MAX_WRITE_PASSES = 3;
 
 export interface EndpointJob {
 	target: string;
@@ -25,26 +40,18 @@ export interface EndpointJob {
 	mode: "plan" | "sync";
 	/** Duplicates an earlier cycle could not remove (ref -> why): kept and synced, removal not retried. */
 	knownPinned?: ReadonlyMap<string, string>;
+	/** Every write goes through the queue of the HAProxy process it reaches, shared by all targets. */
+	writers?: { queues: WriteQueues; address: string };
 	signal: AbortSignal;
 	now: () => Date;
 }
 
+type Observed = Extract<EndpointObservation, { ok: true }>;
+
 export async function processEndpoint(job: EndpointJob): Promise<EndpointReport> {
 	const started = job.now().getTime();
 	const base = { target: job.target, endpoint: job.driver.name };
-	const observation = await job.driver.observe(job.signal).catch(
-		(e: unknown) =>
-			({
-				endpoint: job.driver.name,
-				ok: false,
-				error:
-					e instanceof CertificateeError
-						? e
-						: new CertificateeError("ENDPOINT_ERROR", describeError(e), {
-								context: { endpoint: job.driver.name },
-							}),
-			}) as const,
-	);
+	let observation = await observeSafely(job);
 	if (!observation.ok) {
 		return {
 			...base,
@@ -59,27 +66,46 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		};
 	}
 	const servedBefore = await probeAll(job);
-	let verdicts = classifyEndpoint({
-		desired: job.desired,
-		refs: observation.refs,
-		policy: job.policy,
-		served: servedBefore.flatMap((s) => (s.served ? [s.served] : [])),
-		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
-	});
-	const desiredByName = new Map(job.desired.map((d) => [d.certificate.name, d.certificate]));
-	const plan = planEndpoint({
-		verdicts,
-		desired: desiredByName,
-		refs: new Map(observation.refs.map((r) => [r.ref, r])),
-		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
-		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
-		legacyDuplicates: job.policy.legacyDuplicates,
-	});
+	let { verdicts, plan } = decide(job, observation, servedBefore);
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
+	const notes = [...plan.notes];
 	let served = servedBefore;
 	if (job.mode === "sync" && plan.steps.length > 0) {
-		const pinnedRefs = await applySteps(job, plan.steps, steps);
+		const queue = job.writers?.queues.queueFor({
+			address: job.writers.address,
+			...workerKey(observation),
+		});
+		const pinnedRefs = await applySteps(job, plan.steps, steps, queue);
 		served = await probeAll(job);
+		// A reload during the writes: the new worker read the files when it started and lost every runtime
+		// write after that. A write is ok only when the worker that serves holds it: re-observe, redo.
+		for (let pass = 2; ; pass++) {
+			const reloaded = await workerChange(job, observation);
+			if (reloaded === undefined) break;
+			if (!reloaded.again.ok) {
+				// Mid-reload the socket may refuse for a moment: look again, within the same bound.
+				if (pass <= MAX_WRITE_PASSES) continue;
+				notes.push(
+					`the writes could not be checked against the serving worker: ${reloaded.again.error.message}`,
+				);
+				break;
+			}
+			const why = `HAProxy reloaded during the writes (worker ${reloaded.from} -> ${reloaded.to}): the new worker lacks it`;
+			observation = reloaded.again;
+			({ verdicts, plan } = decide(job, observation, await probeAll(job)));
+			if (pass > MAX_WRITE_PASSES) {
+				lostToReloads(steps, plan.steps, why);
+				notes.push(
+					`HAProxy reloaded during each of ${MAX_WRITE_PASSES} write passes; the next cycle retries`,
+				);
+				break;
+			}
+			if (plan.steps.length === 0) break;
+			const redo = plan.steps.map((s) => ({ ...s, why: `${s.why}; redo, pass ${pass}: ${why}` }));
+			const redoViews = redo.map((s) => redoView(steps, s.action, s.why));
+			for (const [ref, why] of await applySteps(job, redo, redoViews, queue)) pinnedRefs.set(ref, why);
+			served = await probeAll(job);
+		}
 		// A name the writes fixed is no longer shadowed; the report shows what is served now.
 		const fixed = new Set(served.filter((s) => s.view.match).map((s) => s.view.sni));
 		verdicts = verdicts
@@ -93,7 +119,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		ok: true,
 		verdicts,
 		steps,
-		notes: plan.notes,
+		notes,
 		served: served.map((s) => s.view),
 		refs: observation.refs.map((r) => {
 			const notAfter = r.runtime?.notAfter ?? r.storage?.notAfter;
@@ -116,6 +142,7 @@ async function applySteps(
 	job: EndpointJob,
 	planned: ReadonlyArray<{ action: Action }>,
 	views: StepView[],
+	queue: WriteQueue | undefined,
 ): Promise<Map<string, string>> {
 	const failedRefs = new Set<string>();
 	const pinnedRefs = new Map<string, string>();
@@ -132,7 +159,8 @@ async function applySteps(
 			continue;
 		}
 		// A write in flight is finished even when stopping: the signal is checked between writes only.
-		const result = await job.driver.apply(step.action, NEVER_ABORTED);
+		const write = () => job.driver.apply(step.action, NEVER_ABORTED);
+		const result = await (queue ? queue.run(write) : write());
 		view.result = result.ok ? "ok" : "failed";
 		if (result.note) view.note = result.note;
 		if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
@@ -148,6 +176,94 @@ async function applySteps(
 		}
 	}
 	return pinnedRefs;
+}
+
+async function observeSafely(job: EndpointJob): Promise<EndpointObservation> {
+	return job.driver.observe(job.signal).catch(
+		(e: unknown) =>
+			({
+				endpoint: job.driver.name,
+				ok: false,
+				error:
+					e instanceof CertificateeError
+						? e
+						: new CertificateeError("ENDPOINT_ERROR", describeError(e), {
+								context: { endpoint: job.driver.name },
+							}),
+			}) as const,
+	);
+}
+
+/** Phase 2: classify the complete picture, then plan. Pure. */
+function decide(
+	job: EndpointJob,
+	observation: Observed,
+	probed: ReadonlyArray<{ served?: ServedCertificate }>,
+): { verdicts: Verdict[]; plan: ReturnType<typeof planEndpoint> } {
+	const verdicts = classifyEndpoint({
+		desired: job.desired,
+		refs: observation.refs,
+		policy: job.policy,
+		served: probed.flatMap((s) => (s.served ? [s.served] : [])),
+		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
+	});
+	const plan = planEndpoint({
+		verdicts,
+		desired: new Map(job.desired.map((d) => [d.certificate.name, d.certificate])),
+		refs: new Map(observation.refs.map((r) => [r.ref, r])),
+		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
+		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
+		legacyDuplicates: job.policy.legacyDuplicates,
+	});
+	return { verdicts, plan };
+}
+
+function workerKey(observation: Observed): { worker?: WorkerIdentity } {
+	const worker = workerFromInfo(observation.info, observation.observedAt);
+	return worker ? { worker } : {};
+}
+
+/**
+ * After the writes: observes again and compares the worker with the one observed before them. Undefined when
+ * it is the same worker, or when the driver does not say which worker answered (nothing to compare).
+ */
+async function workerChange(
+	job: EndpointJob,
+	before: Observed,
+): Promise<{ from: number; to: number | "?"; again: EndpointObservation } | undefined> {
+	const was = workerFromInfo(before.info, before.observedAt);
+	if (was === undefined) return undefined;
+	const again = await observeSafely(job);
+	if (!again.ok) return { from: was.pid, to: "?", again };
+	const now = workerFromInfo(again.info, again.observedAt);
+	if (now === undefined || sameWorker(was, now)) return undefined;
+	return { from: was.pid, to: now.pid, again };
+}
+
+/** The view a redo reports in: the earlier step with the same op and ref (its outcome replaced), or a new one. */
+function redoView(steps: StepView[], action: Action, why: string): StepView {
+	const fresh = viewAction(action, why);
+	const earlier = steps.findLast((v) => v.op === action.op && v.ref === action.ref);
+	if (earlier === undefined) {
+		steps.push(fresh);
+		return fresh;
+	}
+	for (const key of ["result", "error", "note", "reloadCaused"] as const) delete earlier[key];
+	return Object.assign(earlier, fresh);
+}
+
+/** Reloads outlasted every pass: a step the serving worker still lacks is not ok, whatever it answered. */
+function lostToReloads(steps: StepView[], lacking: ReadonlyArray<{ action: Action }>, why: string): void {
+	for (const { action } of lacking) {
+		const view = steps.findLast((v) => v.op === action.op && v.ref === action.ref && v.result === "ok");
+		if (view === undefined) continue;
+		view.result = "failed";
+		view.error = {
+			code: "RUNTIME_RELOADED",
+			message: `${action.ref}: ${why}`,
+			hint: "HAProxy kept reloading during the cycle; the next cycle observes the new worker and writes again",
+		};
+	}
 }
 
 /**
