@@ -5,12 +5,13 @@
 import pLimit from "p-limit";
 import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
-import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
+import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import type {
 	Action,
 	DesiredCertificate,
 	EndpointDriver,
 	EndpointObservation,
+	ObservedRef,
 	ServedCertificate,
 } from "./model.js";
 import { planEndpoint } from "./plan.js";
@@ -47,6 +48,7 @@ export interface EndpointJob {
 }
 
 type Observed = Extract<EndpointObservation, { ok: true }>;
+type Probed = Array<{ view: ServedView; served?: ServedCertificate }>;
 
 export async function processEndpoint(job: EndpointJob): Promise<EndpointReport> {
 	const started = job.now().getTime();
@@ -77,35 +79,17 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		});
 		const pinnedRefs = await applySteps(job, plan.steps, steps, queue);
 		served = await probeAll(job);
-		// A reload during the writes: the new worker read the files when it started and lost every runtime
-		// write after that. A write is ok only when the worker that serves holds it: re-observe, redo.
-		for (let pass = 2; ; pass++) {
-			const reloaded = await workerChange(job, observation);
-			if (reloaded === undefined) break;
-			if (!reloaded.again.ok) {
-				// Mid-reload the socket may refuse for a moment: look again, within the same bound.
-				if (pass <= MAX_WRITE_PASSES) continue;
-				notes.push(
-					`the writes could not be checked against the serving worker: ${reloaded.again.error.message}`,
-				);
-				break;
-			}
-			const why = `HAProxy reloaded during the writes (worker ${reloaded.from} -> ${reloaded.to}): the new worker lacks it`;
-			observation = reloaded.again;
-			({ verdicts, plan } = decide(job, observation, await probeAll(job)));
-			if (pass > MAX_WRITE_PASSES) {
-				lostToReloads(steps, plan.steps, why);
-				notes.push(
-					`HAProxy reloaded during each of ${MAX_WRITE_PASSES} write passes; the next cycle retries`,
-				);
-				break;
-			}
-			if (plan.steps.length === 0) break;
-			const redo = plan.steps.map((s) => ({ ...s, why: `${s.why}; redo, pass ${pass}: ${why}` }));
-			const redoViews = redo.map((s) => redoView(steps, s.action, s.why));
-			for (const [ref, why] of await applySteps(job, redo, redoViews, queue)) pinnedRefs.set(ref, why);
-			served = await probeAll(job);
-		}
+		const written = plan.steps.map((s, i) => ({ action: s.action, view: steps[i] as StepView }));
+		const after = await redoAfterReloads(
+			job,
+			{ observation, verdicts, served },
+			written,
+			steps,
+			queue,
+			pinnedRefs,
+		);
+		({ observation, verdicts, served } = after);
+		notes.push(...after.notes);
 		// A name the writes fixed is no longer shadowed; the report shows what is served now.
 		const fixed = new Set(served.filter((s) => s.view.match).map((s) => s.view.sni));
 		verdicts = verdicts
@@ -131,6 +115,106 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		}),
 		durationMs: job.now().getTime() - started,
 	};
+}
+
+/**
+ * A reload during the writes: the new worker loaded the files as they were when it started, and every runtime
+ * write that reached the old worker after that is lost. A write is ok only when the worker that serves holds
+ * it: observe again and, while the worker changed, settle every step on what the new worker holds, then write
+ * what it lacks (bounded passes). A redone step replaces the report of the lost one.
+ */
+async function redoAfterReloads(
+	job: EndpointJob,
+	state: { observation: Observed; verdicts: Verdict[]; served: Probed },
+	written: Array<{ action: Action; view: StepView }>,
+	steps: StepView[],
+	queue: WriteQueue | undefined,
+	pinnedRefs: Map<string, string>,
+): Promise<{ observation: Observed; verdicts: Verdict[]; served: Probed; notes: string[] }> {
+	let { observation, verdicts, served } = state;
+	const notes: string[] = [];
+	for (let pass = 2; ; pass++) {
+		if (job.signal.aborted) {
+			notes.push("stopping: the writes were not checked against the serving worker");
+			break;
+		}
+		const reloaded = await workerChange(job, observation);
+		if (reloaded === undefined) break;
+		if (!reloaded.again.ok) {
+			// Mid-reload the socket may refuse for a moment: look again, within the same bound.
+			if (pass <= MAX_WRITE_PASSES) continue;
+			notes.push(
+				`the writes could not be checked against the serving worker: ${reloaded.again.error.message}`,
+			);
+			break;
+		}
+		const why = `HAProxy reloaded during the writes (worker ${reloaded.from} -> ${reloaded.to})`;
+		observation = reloaded.again;
+		settleOnWorker(written, observation, why);
+		served = await probeAll(job);
+		const decided = decide(job, observation, served);
+		verdicts = decided.verdicts;
+		if (pass > MAX_WRITE_PASSES) {
+			notes.push(`${why}, during each of ${MAX_WRITE_PASSES} write passes; the next cycle retries`);
+			break;
+		}
+		if (decided.plan.steps.length === 0) break;
+		const redo = decided.plan.steps.map((s) => ({
+			...s,
+			why: `${s.why}; redo, pass ${pass}: ${why} and the new worker lacks it`,
+		}));
+		const views = redo.map((s) => redoView(written, steps, s.action, s.why));
+		for (const [ref, refusal] of await applySteps(job, redo, views, queue)) pinnedRefs.set(ref, refusal);
+		served = await probeAll(job);
+	}
+	return { observation, verdicts, served, notes };
+}
+
+/**
+ * After a worker change every applied step says what the serving worker (or the disk) holds: a write it lacks
+ * is failed whatever the old worker answered; one that failed on the old worker but is held (the new worker
+ * loaded the file written before) is ok.
+ */
+function settleOnWorker(
+	written: ReadonlyArray<{ action: Action; view: StepView }>,
+	observation: Observed,
+	why: string,
+): void {
+	const refs = new Map(observation.refs.map((r) => [r.ref, r]));
+	for (const { action, view } of written) {
+		if (view.result === undefined || view.note?.startsWith("pinned")) continue;
+		const held = holds(refs.get(action.ref), action);
+		if (held && view.result !== "ok") {
+			view.result = "ok";
+			delete view.error;
+			view.note = `${why}; the serving worker holds it (loaded from the file on disk)`;
+		} else if (!held && view.result === "ok") {
+			view.result = "failed";
+			view.error = {
+				code: "RUNTIME_RELOADED",
+				message: `${action.op} ${action.ref}: ${why}; the serving worker lacks it`,
+				hint: "written again in this cycle when a pass is left, else by the next cycle",
+			};
+		}
+	}
+}
+
+/** Does the observed ref show the action's effect? */
+function holds(ref: ObservedRef | undefined, action: Action): boolean {
+	switch (action.op) {
+		case "storage-create":
+		case "storage-replace":
+			return sideMatches(ref?.storage, action.bundle.leaf);
+		case "runtime-set":
+		case "runtime-add":
+			return sideMatches(ref?.runtime, action.bundle.leaf);
+		case "crt-list-remove":
+			return !ref?.crtLists.includes(action.crtList);
+		case "runtime-delete":
+			return ref?.runtime === undefined;
+		case "storage-delete":
+			return ref?.storage === undefined;
+	}
 }
 
 /**
@@ -241,29 +325,22 @@ async function workerChange(
 }
 
 /** The view a redo reports in: the earlier step with the same op and ref (its outcome replaced), or a new one. */
-function redoView(steps: StepView[], action: Action, why: string): StepView {
+function redoView(
+	written: Array<{ action: Action; view: StepView }>,
+	steps: StepView[],
+	action: Action,
+	why: string,
+): StepView {
 	const fresh = viewAction(action, why);
-	const earlier = steps.findLast((v) => v.op === action.op && v.ref === action.ref);
+	const earlier = written.findLast((w) => w.action.op === action.op && w.action.ref === action.ref);
 	if (earlier === undefined) {
 		steps.push(fresh);
+		written.push({ action, view: fresh });
 		return fresh;
 	}
-	for (const key of ["result", "error", "note", "reloadCaused"] as const) delete earlier[key];
-	return Object.assign(earlier, fresh);
-}
-
-/** Reloads outlasted every pass: a step the serving worker still lacks is not ok, whatever it answered. */
-function lostToReloads(steps: StepView[], lacking: ReadonlyArray<{ action: Action }>, why: string): void {
-	for (const { action } of lacking) {
-		const view = steps.findLast((v) => v.op === action.op && v.ref === action.ref && v.result === "ok");
-		if (view === undefined) continue;
-		view.result = "failed";
-		view.error = {
-			code: "RUNTIME_RELOADED",
-			message: `${action.ref}: ${why}`,
-			hint: "HAProxy kept reloading during the cycle; the next cycle observes the new worker and writes again",
-		};
-	}
+	earlier.action = action;
+	for (const key of ["result", "error", "note", "reloadCaused"] as const) delete earlier.view[key];
+	return Object.assign(earlier.view, fresh);
 }
 
 /**
@@ -295,7 +372,7 @@ function errorView(e: CertificateeError): { code: string; message: string; hint?
 }
 
 /** Probes every (non-wildcard) name of every desired certificate, a few handshakes at a time. */
-async function probeAll(job: EndpointJob): Promise<Array<{ view: ServedView; served?: ServedCertificate }>> {
+async function probeAll(job: EndpointJob): Promise<Probed> {
 	const probe = job.driver.probe?.bind(job.driver);
 	if (probe === undefined) return [];
 	const limit = pLimit(PROBE_CONCURRENCY);

@@ -158,7 +158,7 @@ describe("a reload during a cycle", () => {
 		);
 		console.info((await rollWithReloads(node, COUNT, ROUNDS)).join("\n"));
 		await assertReloadSafe(node.h);
-	}, 120_000);
+	}, 300_000);
 
 	it("haproxy-dataplane: the worker from /runtime/info; SIGUSR2 during a 30-certificate roll (4 rounds): nothing reported ok that the serving worker lacks", async () => {
 		let double: DpapiDouble | undefined;
@@ -184,7 +184,7 @@ describe("a reload during a cycle", () => {
 		console.info((await rollWithReloads(node, 30, 4)).join("\n"));
 		expect(double?.count("getHaproxyProcessInfo")).toBeGreaterThanOrEqual(8);
 		await assertReloadSafe(node.h);
-	}, 120_000);
+	}, 300_000);
 });
 
 function describeStep(s: StepView): string {
