@@ -66,11 +66,11 @@ export function createDataplaneEndpoint(
 
 	/** pid, uptime_sec and node of the worker the API reaches; none from a server without runtime info. */
 	async function workerInfo(signal: AbortSignal): Promise<Record<string, string>> {
-		const process = await client.processInfo(signal).catch((e: unknown) => {
+		const answer = await client.processInfo(signal).catch((e: unknown) => {
 			if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return undefined;
 			throw e;
 		});
-		const info = process?.info;
+		const info = answer?.info;
 		if (typeof info?.pid !== "number" || typeof info.uptime !== "number") return {};
 		return {
 			pid: String(info.pid),
