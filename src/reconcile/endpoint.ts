@@ -5,16 +5,16 @@
 import pLimit from "p-limit";
 import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
-import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
+import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
 import type {
 	Action,
 	DesiredCertificate,
 	EndpointDriver,
 	EndpointObservation,
-	ObservedRef,
 	ServedCertificate,
 } from "./model.js";
 import { planEndpoint } from "./plan.js";
+import { redoView, settleOnWorker } from "./reloads.js";
 import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
 import {
 	sameWorker,
@@ -171,53 +171,6 @@ async function redoAfterReloads(
 }
 
 /**
- * After a worker change every applied step says what the serving worker (or the disk) holds: a write it lacks
- * is failed whatever the old worker answered; one that failed on the old worker but is held (the new worker
- * loaded the file written before) is ok.
- */
-function settleOnWorker(
-	written: ReadonlyArray<{ action: Action; view: StepView }>,
-	observation: Observed,
-	why: string,
-): void {
-	const refs = new Map(observation.refs.map((r) => [r.ref, r]));
-	for (const { action, view } of written) {
-		if (view.result === undefined || view.note?.startsWith("pinned")) continue;
-		const held = holds(refs.get(action.ref), action);
-		if (held && view.result !== "ok") {
-			view.result = "ok";
-			delete view.error;
-			view.note = `${why}; the serving worker holds it (loaded from the file on disk)`;
-		} else if (!held && view.result === "ok") {
-			view.result = "failed";
-			view.error = {
-				code: "RUNTIME_RELOADED",
-				message: `${action.op} ${action.ref}: ${why}; the serving worker lacks it`,
-				hint: "written again in this cycle when a pass is left, else by the next cycle",
-			};
-		}
-	}
-}
-
-/** Does the observed ref show the action's effect? */
-function holds(ref: ObservedRef | undefined, action: Action): boolean {
-	switch (action.op) {
-		case "storage-create":
-		case "storage-replace":
-			return sideMatches(ref?.storage, action.bundle.leaf);
-		case "runtime-set":
-		case "runtime-add":
-			return sideMatches(ref?.runtime, action.bundle.leaf);
-		case "crt-list-remove":
-			return !ref?.crtLists.includes(action.crtList);
-		case "runtime-delete":
-			return ref?.runtime === undefined;
-		case "storage-delete":
-			return ref?.storage === undefined;
-	}
-}
-
-/**
  * Phase 3: the endpoint's writes in order, one at a time. A ref whose write failed, or whose removal the
  * configuration refused (pinned), gets no further writes this cycle. Fills in each step's result; returns
  * the refs found pinned (ref -> why).
@@ -322,25 +275,6 @@ async function workerChange(
 	const now = workerFromInfo(again.info, again.observedAt);
 	if (now === undefined || sameWorker(was, now)) return undefined;
 	return { from: was.pid, to: now.pid, again };
-}
-
-/** The view a redo reports in: the earlier step with the same op and ref (its outcome replaced), or a new one. */
-function redoView(
-	written: Array<{ action: Action; view: StepView }>,
-	steps: StepView[],
-	action: Action,
-	why: string,
-): StepView {
-	const fresh = viewAction(action, why);
-	const earlier = written.findLast((w) => w.action.op === action.op && w.action.ref === action.ref);
-	if (earlier === undefined) {
-		steps.push(fresh);
-		written.push({ action, view: fresh });
-		return fresh;
-	}
-	earlier.action = action;
-	for (const key of ["result", "error", "note", "reloadCaused"] as const) delete earlier.view[key];
-	return Object.assign(earlier.view, fresh);
 }
 
 /**
