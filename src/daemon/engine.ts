@@ -6,6 +6,7 @@ import type { Config } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps, DesiredSet } from "../reconcile/cycle.js";
+import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { createDesiredLoader } from "../sources/desired.js";
 import { buildSources } from "../sources/registry.js";
@@ -36,7 +37,10 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	try {
 		built = buildSources(config.sources, { stateDir: config.state_dir, clock: now });
 		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
-		for (const t of config.targets) targets.push(buildTarget(t, { now, warn, readOnly: options.readOnly }));
+		// One writer per HAProxy process, across every target that reaches it.
+		const writeQueues = createWriteQueues();
+		for (const t of config.targets)
+			targets.push(buildTarget(t, { now, warn, writeQueues, readOnly: options.readOnly }));
 	} catch (e) {
 		store.close();
 		await Promise.all(targets.map((t) => t.close()));

@@ -6,12 +6,28 @@ import pLimit from "p-limit";
 import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
-import type { Action, DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
+import type {
+	Action,
+	DesiredCertificate,
+	EndpointDriver,
+	EndpointObservation,
+	ServedCertificate,
+} from "./model.js";
 import { planEndpoint } from "./plan.js";
+import { redoView, settleOnWorker } from "./reloads.js";
 import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
+import {
+	sameWorker,
+	type WorkerIdentity,
+	type WriteQueue,
+	type WriteQueues,
+	workerFromInfo,
+} from "./writers.js";
 
 const NEVER_ABORTED = new AbortController().signal;
 const PROBE_CONCURRENCY = 8;
+/** Write passes in one cycle when HAProxy keeps reloading under them; then the rest is reported failed. */
+export const MAX_WRITE_PASSES = 3;
 
 export interface EndpointJob {
 	target: string;
@@ -25,26 +41,19 @@ export interface EndpointJob {
 	mode: "plan" | "sync";
 	/** Duplicates an earlier cycle could not remove (ref -> why): kept and synced, removal not retried. */
 	knownPinned?: ReadonlyMap<string, string>;
+	/** Every write goes through the queue of the HAProxy process it reaches, shared by all targets. */
+	writers?: { queues: WriteQueues; address: string };
 	signal: AbortSignal;
 	now: () => Date;
 }
 
+type Observed = Extract<EndpointObservation, { ok: true }>;
+type Probed = Array<{ view: ServedView; served?: ServedCertificate }>;
+
 export async function processEndpoint(job: EndpointJob): Promise<EndpointReport> {
 	const started = job.now().getTime();
 	const base = { target: job.target, endpoint: job.driver.name };
-	const observation = await job.driver.observe(job.signal).catch(
-		(e: unknown) =>
-			({
-				endpoint: job.driver.name,
-				ok: false,
-				error:
-					e instanceof CertificateeError
-						? e
-						: new CertificateeError("ENDPOINT_ERROR", describeError(e), {
-								context: { endpoint: job.driver.name },
-							}),
-			}) as const,
-	);
+	let observation = await observeSafely(job);
 	if (!observation.ok) {
 		return {
 			...base,
@@ -59,29 +68,28 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		};
 	}
 	const servedBefore = await probeAll(job);
-	let verdicts = classifyEndpoint({
-		desired: job.desired,
-		refs: observation.refs,
-		policy: job.policy,
-		served: servedBefore.flatMap((s) => (s.served ? [s.served] : [])),
-		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
-		...(observation.crtLists ? { crtLists: observation.crtLists } : {}),
-	});
-	const desiredByName = new Map(job.desired.map((d) => [d.certificate.name, d.certificate]));
-	const plan = planEndpoint({
-		verdicts,
-		desired: desiredByName,
-		refs: new Map(observation.refs.map((r) => [r.ref, r])),
-		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
-		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
-		legacyDuplicates: job.policy.legacyDuplicates,
-		...(observation.crtLists ? { crtLists: new Map(observation.crtLists.map((l) => [l.name, l])) } : {}),
-	});
+	let { verdicts, plan } = decide(job, observation, servedBefore);
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
+	const notes = [...plan.notes];
 	let served = servedBefore;
 	if (job.mode === "sync" && plan.steps.length > 0) {
-		const pinnedRefs = await applySteps(job, plan.steps, steps);
+		const queue = job.writers?.queues.queueFor({
+			address: job.writers.address,
+			...workerKey(observation),
+		});
+		const pinnedRefs = await applySteps(job, plan.steps, steps, queue);
 		served = await probeAll(job);
+		const written = plan.steps.map((s, i) => ({ action: s.action, view: steps[i] as StepView }));
+		const after = await redoAfterReloads(
+			job,
+			{ observation, verdicts, served },
+			written,
+			steps,
+			queue,
+			pinnedRefs,
+		);
+		({ observation, verdicts, served } = after);
+		notes.push(...after.notes);
 		// A name the writes fixed is no longer shadowed; the report shows what is served now.
 		const fixed = new Set(served.filter((s) => s.view.match).map((s) => s.view.sni));
 		verdicts = verdicts
@@ -95,7 +103,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		ok: true,
 		verdicts,
 		steps,
-		notes: plan.notes,
+		notes,
 		served: served.map((s) => s.view),
 		refs: observation.refs.map((r) => {
 			const notAfter = r.runtime?.notAfter ?? r.storage?.notAfter;
@@ -110,6 +118,59 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 }
 
 /**
+ * A reload during the writes: the new worker loaded the files as they were when it started, and every runtime
+ * write that reached the old worker after that is lost. A write is ok only when the worker that serves holds
+ * it: observe again and, while the worker changed, settle every step on what the new worker holds, then write
+ * what it lacks (bounded passes). A redone step replaces the report of the lost one.
+ */
+async function redoAfterReloads(
+	job: EndpointJob,
+	state: { observation: Observed; verdicts: Verdict[]; served: Probed },
+	written: Array<{ action: Action; view: StepView }>,
+	steps: StepView[],
+	queue: WriteQueue | undefined,
+	pinnedRefs: Map<string, string>,
+): Promise<{ observation: Observed; verdicts: Verdict[]; served: Probed; notes: string[] }> {
+	let { observation, verdicts, served } = state;
+	const notes: string[] = [];
+	for (let pass = 2; ; pass++) {
+		if (job.signal.aborted) {
+			notes.push("stopping: the writes were not checked against the serving worker");
+			break;
+		}
+		const reloaded = await workerChange(job, observation);
+		if (reloaded === undefined) break;
+		if (!reloaded.again.ok) {
+			// Mid-reload the socket may refuse for a moment: look again, within the same bound.
+			if (pass <= MAX_WRITE_PASSES) continue;
+			notes.push(
+				`the writes could not be checked against the serving worker: ${reloaded.again.error.message}`,
+			);
+			break;
+		}
+		const why = `HAProxy reloaded during the writes (worker ${reloaded.from} -> ${reloaded.to})`;
+		observation = reloaded.again;
+		settleOnWorker(written, observation, why);
+		served = await probeAll(job);
+		const decided = decide(job, observation, served);
+		verdicts = decided.verdicts;
+		if (pass > MAX_WRITE_PASSES) {
+			notes.push(`${why}, during each of ${MAX_WRITE_PASSES} write passes; the next cycle retries`);
+			break;
+		}
+		if (decided.plan.steps.length === 0) break;
+		const redo = decided.plan.steps.map((s) => ({
+			...s,
+			why: `${s.why}; redo, pass ${pass}: ${why} and the new worker lacks it`,
+		}));
+		const views = redo.map((s) => redoView(written, steps, s.action, s.why));
+		for (const [ref, refusal] of await applySteps(job, redo, views, queue)) pinnedRefs.set(ref, refusal);
+		served = await probeAll(job);
+	}
+	return { observation, verdicts, served, notes };
+}
+
+/**
  * Phase 3: the endpoint's writes in order, one at a time. A ref whose write failed, or whose removal the
  * configuration refused (pinned), gets no further writes this cycle. Fills in each step's result; returns
  * the refs found pinned (ref -> why).
@@ -118,6 +179,7 @@ async function applySteps(
 	job: EndpointJob,
 	planned: ReadonlyArray<{ action: Action }>,
 	views: StepView[],
+	queue: WriteQueue | undefined,
 ): Promise<Map<string, string>> {
 	const failedRefs = new Set<string>();
 	const pinnedRefs = new Map<string, string>();
@@ -134,7 +196,8 @@ async function applySteps(
 			continue;
 		}
 		// A write in flight is finished even when stopping: the signal is checked between writes only.
-		const result = await job.driver.apply(step.action, NEVER_ABORTED);
+		const write = () => job.driver.apply(step.action, NEVER_ABORTED);
+		const result = await (queue ? queue.run(write) : write());
 		view.result = result.ok ? "ok" : "failed";
 		if (result.note) view.note = result.note;
 		if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
@@ -150,6 +213,70 @@ async function applySteps(
 		}
 	}
 	return pinnedRefs;
+}
+
+async function observeSafely(job: EndpointJob): Promise<EndpointObservation> {
+	return job.driver.observe(job.signal).catch(
+		(e: unknown) =>
+			({
+				endpoint: job.driver.name,
+				ok: false,
+				error:
+					e instanceof CertificateeError
+						? e
+						: new CertificateeError("ENDPOINT_ERROR", describeError(e), {
+								context: { endpoint: job.driver.name },
+							}),
+			}) as const,
+	);
+}
+
+/** Phase 2: classify the complete picture, then plan. Pure. */
+function decide(
+	job: EndpointJob,
+	observation: Observed,
+	probed: ReadonlyArray<{ served?: ServedCertificate }>,
+): { verdicts: Verdict[]; plan: ReturnType<typeof planEndpoint> } {
+	const verdicts = classifyEndpoint({
+		desired: job.desired,
+		refs: observation.refs,
+		policy: job.policy,
+		served: probed.flatMap((s) => (s.served ? [s.served] : [])),
+		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
+		...(observation.crtLists ? { crtLists: observation.crtLists } : {}),
+	});
+	const plan = planEndpoint({
+		verdicts,
+		desired: new Map(job.desired.map((d) => [d.certificate.name, d.certificate])),
+		refs: new Map(observation.refs.map((r) => [r.ref, r])),
+		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
+		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
+		legacyDuplicates: job.policy.legacyDuplicates,
+		...(observation.crtLists ? { crtLists: new Map(observation.crtLists.map((l) => [l.name, l])) } : {}),
+	});
+	return { verdicts, plan };
+}
+
+function workerKey(observation: Observed): { worker?: WorkerIdentity } {
+	const worker = workerFromInfo(observation.info, observation.observedAt);
+	return worker ? { worker } : {};
+}
+
+/**
+ * After the writes: observes again and compares the worker with the one observed before them. Undefined when
+ * it is the same worker, or when the driver does not say which worker answered (nothing to compare).
+ */
+async function workerChange(
+	job: EndpointJob,
+	before: Observed,
+): Promise<{ from: number; to: number | "?"; again: EndpointObservation } | undefined> {
+	const was = workerFromInfo(before.info, before.observedAt);
+	if (was === undefined) return undefined;
+	const again = await observeSafely(job);
+	if (!again.ok) return { from: was.pid, to: "?", again };
+	const now = workerFromInfo(again.info, again.observedAt);
+	if (now === undefined || sameWorker(was, now)) return undefined;
+	return { from: was.pid, to: now.pid, again };
 }
 
 /**
@@ -181,7 +308,7 @@ function errorView(e: CertificateeError): { code: string; message: string; hint?
 }
 
 /** Probes every (non-wildcard) name of every desired certificate, a few handshakes at a time. */
-async function probeAll(job: EndpointJob): Promise<Array<{ view: ServedView; served?: ServedCertificate }>> {
+async function probeAll(job: EndpointJob): Promise<Probed> {
 	const probe = job.driver.probe?.bind(job.driver);
 	if (probe === undefined) return [];
 	const limit = pLimit(PROBE_CONCURRENCY);

@@ -9,6 +9,7 @@ import { selectCertificates } from "../reconcile/cycle.js";
 import { processEndpoint } from "../reconcile/endpoint.js";
 import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
 import type { EndpointReport, TargetReport } from "../reconcile/report.js";
+import type { WriteQueues } from "../reconcile/writers.js";
 import { canonicalRef } from "./naming.js";
 
 export interface FleetOptions {
@@ -23,6 +24,8 @@ export interface FleetOptions {
 	certificates?: readonly string[];
 	/** Endpoints processed at once (default 16). */
 	concurrency?: number;
+	/** The engine's write queues, one per HAProxy process, and the address each endpoint writes to. */
+	writers?: { queues: WriteQueues; addressOf(endpoint: string): string };
 	now: () => Date;
 }
 
@@ -46,7 +49,13 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			return skippedReport(options.name, driver.name, state.consecutive, state.skipLeft);
 		}
 		const knownPinned = pinned.get(driver.name);
-		const report = await processEndpoint({ ...job, driver, ...(knownPinned ? { knownPinned } : {}) });
+		const writers = options.writers;
+		const report = await processEndpoint({
+			...job,
+			driver,
+			...(knownPinned ? { knownPinned } : {}),
+			...(writers ? { writers: { queues: writers.queues, address: writers.addressOf(driver.name) } } : {}),
+		});
 		if (report.ok) {
 			failures.delete(driver.name);
 			pinned.set(

@@ -4,6 +4,7 @@
  */
 import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
+import { apiKey, createWriteQueues, socketKey, type WriteQueues } from "../reconcile/writers.js";
 import { createDirectoryRunner } from "./directory/runner.js";
 import { createDataplaneEndpoint } from "./haproxy-dataplane/index.js";
 import { createFleetRunner } from "./haproxy-fleet.js";
@@ -17,6 +18,9 @@ export interface TargetDeps {
 	endpointConcurrency?: number;
 	/** plan and status: drivers leave the disk as they find it (no leftover cleanup). */
 	readOnly?: boolean;
+	/** One write queue per HAProxy process, shared by every target built with it (one per engine). Without
+	 * it the target gets queues of its own: its endpoints still share by address, other targets do not. */
+	writeQueues?: WriteQueues;
 }
 
 export interface BuiltTarget {
@@ -45,6 +49,10 @@ export const targetFactories = {
 				storageDir: dirName,
 				newCertificateCrtList: config.crt_list ?? dirName,
 				...(config.certificates ? { certificates: config.certificates } : {}),
+				writers: {
+					queues: deps.writeQueues ?? createWriteQueues(),
+					addressOf: () => socketKey(config.socket),
+				},
 				now: deps.now,
 			}),
 			close: () => endpoint.close(),
@@ -60,6 +68,7 @@ export const targetFactories = {
 				...(deps.warn ? { warn: deps.warn } : {}),
 			}),
 		);
+		const urls = new Map(config.endpoints.map((e) => [e.name, apiKey(e.url)]));
 		return {
 			runner: createFleetRunner({
 				name: config.name,
@@ -70,6 +79,10 @@ export const targetFactories = {
 				...(config.crt_list ? { newCertificateCrtList: config.crt_list } : {}),
 				...(config.certificates ? { certificates: config.certificates } : {}),
 				...(deps.endpointConcurrency ? { concurrency: deps.endpointConcurrency } : {}),
+				writers: {
+					queues: deps.writeQueues ?? createWriteQueues(),
+					addressOf: (endpoint) => urls.get(endpoint) ?? `endpoint:${endpoint}`,
+				},
 				now: deps.now,
 			}),
 			close: async () => {

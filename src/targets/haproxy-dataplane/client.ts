@@ -25,6 +25,8 @@ import {
 	type DataplaneEndpointConfig,
 	type DataplaneInfo,
 	infoSchema,
+	type ProcessInfo,
+	processInfoSchema,
 	runtimeListSchema,
 	type SslCertificate,
 	sslCertificateSchema,
@@ -90,6 +92,8 @@ export interface DataplaneClient {
 	readonly runtime: RuntimeApi;
 	readonly crtLists: CrtListApi;
 	info(signal: AbortSignal): Promise<DataplaneInfo>;
+	/** The HAProxy worker the API's runtime client reaches (pid, uptime, node). */
+	processInfo(signal: AbortSignal): Promise<ProcessInfo>;
 }
 
 export interface DataplaneClientHandle extends DataplaneClient {
@@ -309,6 +313,8 @@ export function createDataplaneClient(
 		runtime,
 		crtLists,
 		info: (signal) => read("getInfo", "/info", infoSchema, signal),
+		processInfo: (signal) =>
+			read("getHaproxyProcessInfo", "/services/haproxy/runtime/info", processInfoSchema, signal),
 		close: () => http.close(),
 	};
 }

@@ -4,7 +4,7 @@
  * happened; probe() shakes hands with HAProxy's TLS port by SNI when the endpoint has a `probe` address.
  */
 
-import { CertificateeError } from "../../errors.js";
+import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
 import type { EndpointDriver, EndpointObservation } from "../../reconcile/model.js";
 import { applyAction } from "./apply.js";
@@ -47,6 +47,8 @@ export function createDataplaneEndpoint(
 
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
+			// The worker first: a reload during the observation then shows as a change at the next look.
+			const worker = await workerInfo(signal);
 			const [{ refs, crtLists }, info] = await Promise.all([
 				observeEndpoint(
 					client,
@@ -56,18 +58,34 @@ export function createDataplaneEndpoint(
 				client.info(signal),
 			]);
 			const version = info.api?.version;
+			const fields = { ...(version ? { api_version: version } : {}), ...worker };
 			return {
 				endpoint,
 				ok: true,
 				refs,
 				crtLists,
 				observedAt: deps.now(),
-				...(version ? { info: { api_version: version } } : {}),
+				...(Object.keys(fields).length > 0 ? { info: fields } : {}),
 			};
 		} catch (e) {
 			if (e instanceof CertificateeError && !signal.aborted) return { endpoint, ok: false, error: e };
 			throw e;
 		}
+	}
+
+	/** pid, uptime_sec and node of the worker the API reaches; none from a server without runtime info. */
+	async function workerInfo(signal: AbortSignal): Promise<Record<string, string>> {
+		const answer = await client.processInfo(signal).catch((e: unknown) => {
+			if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return undefined;
+			throw e;
+		});
+		const info = answer?.info;
+		if (typeof info?.pid !== "number" || typeof info.uptime !== "number") return {};
+		return {
+			pid: String(info.pid),
+			uptime_sec: String(info.uptime),
+			...(info.node ? { node: info.node } : {}),
+		};
 	}
 
 	const driver: DataplaneEndpoint = {

@@ -91,6 +91,21 @@ export const infoSchema = z.looseObject({
 });
 export type DataplaneInfo = z.output<typeof infoSchema>;
 
+/** `GET /services/haproxy/runtime/info`: client-native's `show info typed`, from the worker that answered. */
+export const processInfoSchema = z.looseObject({
+	error: z.string().nullish(),
+	runtimeAPI: z.string().nullish(),
+	info: z
+		.looseObject({
+			pid: z.number().int().nullish(),
+			/** Uptime_sec. */
+			uptime: z.number().int().nullish(),
+			node: z.string().nullish(),
+		})
+		.nullish(),
+});
+export type ProcessInfo = z.output<typeof processInfoSchema>;
+
 /** The `error` body; `code` equals the HTTP status only from v3.3.6, so callers key on the status. */
 export const errorBodySchema = z.looseObject({
 	code: z.number().nullish(),

@@ -121,6 +121,7 @@ export function createRuntimeEndpoint(
 				refs: [...refs.values()].sort((x, y) => x.ref.localeCompare(y.ref)),
 				observedAt: now(),
 				info: {
+					...(worker.node ? { node: worker.node } : {}),
 					pid: String(worker.pid),
 					uptime_sec: String(worker.uptimeSec),
 					...(list.transaction ? { open_transaction: list.transaction } : {}),

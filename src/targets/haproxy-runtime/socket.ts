@@ -49,6 +49,8 @@ export interface RuntimeClientOptions {
 
 /** The worker a connection talks to. */
 export interface WorkerIdentity {
+	/** `Node` of `show info` (the `node` setting, by default the host name). */
+	node?: string;
 	pid: number;
 	uptimeSec: number;
 	stopping: boolean;
@@ -377,6 +379,7 @@ export class RuntimeClient {
 
 function identity(info: Record<string, string>): WorkerIdentity {
 	return {
+		...(info.Node ? { node: info.Node } : {}),
 		pid: Number(info.Pid ?? 0),
 		uptimeSec: Number(info.Uptime_sec ?? 0),
 		stopping: info.Stopping === "1",

@@ -8,6 +8,8 @@ export interface DoubleContext {
 	configFile: string;
 	/** The runtime-socket client of test/harness's HAProxy (never a copy). */
 	runtime: RuntimeClient;
+	/** The socket it talks to, as the API reports it (`runtimeAPI`). */
+	runtimeSocket: string;
 	/** A reload now (force_reload). */
 	reload(): Promise<void>;
 	/** Records a reload as scheduled and returns its Reload-ID (the double never reloads by itself). */

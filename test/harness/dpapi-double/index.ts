@@ -169,6 +169,7 @@ const routes: Record<string, Route> = {
 			system: { hostname: "double" },
 		},
 	}),
+	getHaproxyProcessInfo: (ctx) => runtime.info(ctx),
 	getAllStorageSSLCertificates: (ctx) => storage.list(ctx),
 	getOneStorageSSLCertificate: (ctx, r) => storage.get(ctx, name(r)),
 	createStorageSSLCertificate: (ctx, r) => {
@@ -228,6 +229,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		storageDir: options.storageDir ?? options.haproxy.crtDir,
 		configFile: join(options.haproxy.dir, "haproxy.cfg"),
 		runtime: client,
+		runtimeSocket: options.haproxy.adminSocket,
 		reload: async () => {
 			await options.haproxy.reload();
 		},

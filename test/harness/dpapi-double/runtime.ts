@@ -64,7 +64,38 @@ function echoed(e: unknown, command: string, pem?: string): Handled {
 	return errorBody(500, `${describeError(e)}: ${command}${pem === undefined ? "" : ` <<\n${pem}`}`);
 }
 
+/** `show info` fields as client-native's parser of `show info typed` names them (runtime/info.go). */
+const INFO_FIELDS: Record<string, { key: string; number?: true }> = {
+	Version: { key: "version" },
+	Nbthread: { key: "nbthread", number: true },
+	Nbproc: { key: "processes", number: true },
+	Process_num: { key: "process_num", number: true },
+	Pid: { key: "pid", number: true },
+	Uptime_sec: { key: "uptime", number: true },
+	Node: { key: "node" },
+	Stopping: { key: "stopping", number: true },
+};
+
 export const runtime = {
+	/** The worker the API's runtime client reaches; a socket error is a 200 with `error`, as client-native does. */
+	async info(ctx: DoubleContext): Promise<Handled> {
+		const socket = ctx.runtimeSocket;
+		let text: Record<string, string>;
+		try {
+			text = await ctx.runtime.showInfo();
+		} catch (e) {
+			return { status: 200, body: { runtimeAPI: socket, error: describeError(e) } };
+		}
+		const info: Record<string, string | number> = {};
+		for (const [field, { key, number }] of Object.entries(INFO_FIELDS)) {
+			const value = text[field];
+			if (value === undefined) continue;
+			if (!number) info[key] = value;
+			else if (/^\d+$/.test(value)) info[key] = Number(value);
+		}
+		return { status: 200, body: { runtimeAPI: socket, info } };
+	},
+
 	async list(ctx: DoubleContext): Promise<Handled> {
 		const { names } = await ctx.runtime.showCerts();
 		return { status: 200, body: names.map((n) => ({ storage_name: n, description: basename(n) })) };

@@ -30,6 +30,7 @@ export function findSpecFile(): string {
 
 export const SERVED_PATHS = [
 	"/info",
+	"/services/haproxy/runtime/info",
 	"/services/haproxy/storage/ssl_certificates",
 	"/services/haproxy/storage/ssl_certificates/{name}",
 	"/services/haproxy/runtime/ssl_certs",

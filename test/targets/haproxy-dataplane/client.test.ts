@@ -245,4 +245,19 @@ describe("targets/haproxy-dataplane/client", () => {
 		expect(e.message).toContain("already exists");
 		await client.runtime.delete("dup.pem", signal());
 	});
+
+	// Last: it reloads the shared HAProxy.
+	it("reads the worker from /runtime/info (client-native's `show info typed`); after a reload, the new one", async () => {
+		const asked = await h.command("show info");
+		const field = (name: string) => new RegExp(`^${name}: (.*)$`, "m").exec(asked)?.[1];
+		const before = await client.processInfo(signal());
+		expect(before.runtimeAPI).toBe(h.adminSocket);
+		expect(before.info?.pid).toBe(Number(field("Pid")));
+		expect(before.info?.node).toBe(field("Node"));
+		expect(before.info?.uptime).toBeGreaterThanOrEqual(Number(field("Uptime_sec")));
+		const reloaded = await h.reload();
+		const after = await client.processInfo(signal());
+		expect(after.info?.pid).toBe(reloaded.pid);
+		expect(after.info?.pid).not.toBe(before.info?.pid);
+	});
 });
