@@ -156,6 +156,15 @@ export function createMetrics(): Metrics {
 		},
 	);
 
+	gauge(
+		"certificatee_source_problems",
+		"Source files and stored certificates the last cycle could not use (failed orders are counted apart).",
+		[],
+		(g) => {
+			if (last !== undefined) g.set(last.sourceProblems.length);
+		},
+	);
+
 	const operations = new Counter({
 		name: "certificatee_sync_operations_total",
 		help: "Writes made on endpoints, by operation and result.",
@@ -175,6 +184,12 @@ export function createMetrics(): Metrics {
 		buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
 		registers: [registry],
 	});
+	const orderFailures = new Counter({
+		name: "certificatee_order_failures_total",
+		help: "Failed certificate orders, by certificate and error code.",
+		labelNames: ["certificate", "code"],
+		registers: [registry],
+	});
 	const acmeOrders = new Counter({
 		name: "certificatee_acme_orders_total",
 		help: "Certificate orders placed with ACME issuers, by result.",
@@ -188,6 +203,11 @@ export function createMetrics(): Metrics {
 		recordCycle(report) {
 			last = report;
 			cycleDuration.observe({ mode: report.mode }, report.durationMs / 1000);
+			for (const r of report.renewals ?? []) {
+				if (r.order?.result === "failed") {
+					orderFailures.inc({ certificate: r.certificate, code: r.lastError?.code ?? "ISSUE_FAILED" });
+				}
+			}
 			for (const e of report.targets.flatMap((t) => t.endpoints)) {
 				const labels = { target: e.target, endpoint: e.endpoint };
 				for (const s of e.steps) {
