@@ -1,6 +1,7 @@
 /**
- * Which failures to log: each once when it starts or changes, a reminder at most every `remindEveryMs` while it
- * persists, and once when it is resolved — never every cycle. Pure: the memory goes in and comes out.
+ * Which failures to log: each once when it starts or its code changes, a reminder at most every `remindEveryMs`
+ * while it persists (with the message first seen: later ones may only say "skipped, backing off"), and once when
+ * it is resolved — never every cycle. Pure: the memory goes in and comes out.
  */
 import type { Failure } from "../reconcile/report.js";
 
@@ -35,13 +36,14 @@ export function trackFailures(
 		if (known === undefined) {
 			next.set(failure.key, { failure, since: now, loggedAt: now });
 			events.push({ event: "started", failure });
-		} else if (known.failure.code !== failure.code || known.failure.message !== failure.message) {
+		} else if (known.failure.code !== failure.code) {
+			// A change of code is a change of state; a message that only varies (counts, backoff) is not.
 			next.set(failure.key, { failure, since: known.since, loggedAt: now });
 			events.push({ event: "changed", failure });
 		} else if (now - known.loggedAt >= remindEveryMs) {
-			next.set(failure.key, { failure, since: known.since, loggedAt: now });
-			events.push({ event: "reminder", failure, sinceMs: now - known.since });
-		} else next.set(failure.key, { ...known, failure });
+			events.push({ event: "reminder", failure: known.failure, sinceMs: now - known.since });
+			next.set(failure.key, { ...known, loggedAt: now });
+		} else next.set(failure.key, known);
 	}
 	for (const [key, known] of memory) {
 		if (!next.has(key))

@@ -145,6 +145,14 @@ export type EndpointState =
 	| { state: "converged" }
 	| { state: "pending" | "failed" | "unobserved"; reason: string };
 
+/** What to do, when the error itself carries no hint. */
+const DEFAULT_HINT = {
+	source: "fix or remove the file; the source's other certificates are still used",
+	endpoint:
+		"check that the endpoint is up and reachable from certificatee (address, socket path, credentials)",
+	write: "see the endpoint's log; the write is retried next cycle",
+} as const;
+
 const BLOCKED_RENEWALS: ReadonlySet<RenewalState> = new Set(["failing", "backing-off", "capped"]);
 
 /** Every failure of an endpoint, in the order an operator would fix them. */
@@ -153,7 +161,9 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 	const base = { target: e.target, endpoint: e.endpoint };
 	if (!e.ok) {
 		const err = e.error ?? { code: "ENDPOINT_ERROR", message: "the endpoint did not answer" };
-		return [{ kind: "endpoint", key: `endpoint:${at}`, subject: at, ...base, ...err }];
+		return [
+			{ kind: "endpoint", key: `endpoint:${at}`, subject: at, ...base, hint: DEFAULT_HINT.endpoint, ...err },
+		];
 	}
 	const out: Failure[] = [];
 	for (const s of e.steps) {
@@ -164,6 +174,7 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			subject: `${at} ${s.op} ${s.ref}`,
 			...base,
 			...(s.certificate ? { certificate: s.certificate } : {}),
+			hint: DEFAULT_HINT.write,
 			...(s.error ?? { code: "ENDPOINT_ERROR", message: "the write failed" }),
 		});
 	}
@@ -225,7 +236,7 @@ export function cycleFailures(report: CycleReport): Failure[] {
 			subject: p.subject,
 			code: p.code,
 			message: p.message,
-			...(p.hint ? { hint: p.hint } : {}),
+			hint: p.hint ?? DEFAULT_HINT.source,
 		}),
 	);
 	const orders = (report.renewals ?? [])
