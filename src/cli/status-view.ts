@@ -4,6 +4,7 @@
  */
 import {
 	type CycleReport,
+	certificateOnEndpoint,
 	type EndpointReport,
 	endpointState,
 	type RenewalState,
@@ -71,34 +72,11 @@ function convergence(endpoints: readonly EndpointReport[], certificate: string) 
 	const reasons: string[] = [];
 	let converged = 0;
 	for (const e of eps) {
-		const why = notConvergedFor(e, certificate);
-		if (why === undefined) converged++;
-		else reasons.push(`${e.endpoint}: ${why}`);
+		const c = certificateOnEndpoint(e, certificate);
+		if (c === undefined || c.converged) converged++;
+		else reasons.push(`${e.endpoint}: ${c.reason}`);
 	}
 	return { converged, total: eps.length, reasons };
-}
-
-function notConvergedFor(e: EndpointReport, certificate: string): string | undefined {
-	const state = endpointState(e);
-	if (state.state === "unobserved") return `not observed: ${state.reason}`;
-	const verdict = e.verdicts.find((v) => "certificate" in v && v.certificate === certificate && "ref" in v);
-	const served = e.served.filter((s) => s.certificate === certificate && !s.match);
-	if (verdict?.class === "refused") return `refused: ${verdict.why}`;
-	const failedStep = e.steps.find((s) => s.certificate === certificate && s.result === "failed");
-	if (failedStep) return `${failedStep.op} failed: ${failedStep.error?.code}: ${failedStep.error?.message}`;
-	const insync = e.verdicts.some((v) => v.class === "in-sync" && v.certificate === certificate);
-	if (!insync) {
-		const v = e.verdicts.find((x) => "certificate" in x && x.certificate === certificate);
-		const steps = e.steps.filter((s) => s.certificate === certificate && s.result !== "ok").length;
-		return `${v?.class ?? "missing"}${steps > 0 ? `: ${steps} change${steps === 1 ? "" : "s"} pending` : ""}`;
-	}
-	const probe = served[0];
-	if (probe) {
-		return probe.error
-			? `probe of ${probe.sni} failed: ${probe.error}`
-			: `${probe.sni} serves serial ${probe.servedSerial}, want ${probe.expectedSerial}`;
-	}
-	return undefined;
 }
 
 function stateText(state: RenewalState | "source", nextAttempt: string | undefined): string {

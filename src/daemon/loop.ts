@@ -52,6 +52,7 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 	let engine = await options.build(loaded.config);
 	const health: LoopHealth = { intervalMs: loaded.config.interval, startedAt: now(), configLoaded: true };
 	let failures: FailureMemory = new Map();
+	metrics.recordInterval(loaded.config.interval);
 	const server = await startHealthServer(loaded.config.listen, metrics, () => health);
 	options.onListening?.(server.address);
 	log.info({ config: loaded.file, listen: server.address }, "certificatee started");
@@ -141,6 +142,7 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 						}
 						loaded = next;
 						health.intervalMs = next.config.interval;
+						metrics.recordInterval(next.config.interval);
 						log.info({ config: next.file }, "configuration reloaded");
 					} catch (e) {
 						log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");

@@ -4,7 +4,12 @@
  * material or serials (bounded cardinality).
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { CycleReport, EndpointReport } from "../reconcile/report.js";
+import {
+	type CycleReport,
+	certificateOnEndpoint,
+	cycleOutcome,
+	type EndpointReport,
+} from "../reconcile/report.js";
 import { refsAfterCycle } from "./refs.js";
 
 export interface RenewalView {
@@ -19,6 +24,8 @@ export interface Metrics {
 	recordCycle(report: CycleReport): void;
 	recordRenewals(renewals: readonly RenewalView[]): void;
 	recordAcmeOrder(issuer: string, result: "success" | "failure"): void;
+	/** The configured interval (the daemon sets it at start and on reload), for the liveness alert. */
+	recordInterval(ms: number): void;
 	lastReport(): CycleReport | undefined;
 }
 
@@ -28,6 +35,7 @@ export function createMetrics(): Metrics {
 	const registry = new Registry();
 	let last: CycleReport | undefined;
 	let renewals: readonly RenewalView[] = [];
+	let intervalSeconds: number | undefined;
 	const lastSuccess = new Map<string, number>();
 	const key = (e: EndpointReport) => `${e.target}\u0000${e.endpoint}`;
 
@@ -70,16 +78,10 @@ export function createMetrics(): Metrics {
 			for (const e of endpoints()) {
 				if (!e.ok) continue;
 				for (const v of e.verdicts) {
-					if (v.class !== "in-sync" && v.class !== "stale" && v.class !== "missing" && v.class !== "refused")
-						continue;
-					const steps = e.steps.filter((s) => s.ref === v.ref);
-					const converged =
-						v.class === "in-sync" ||
-						(v.class !== "refused" &&
-							steps.length > 0 &&
-							steps.every((s) => s.result === "ok") &&
-							!e.notes.some((n) => n.startsWith(`${v.ref}:`)));
-					g.set({ target: e.target, endpoint: e.endpoint, certificate: v.certificate }, converged ? 1 : 0);
+					if (!("certificate" in v) || !("ref" in v)) continue;
+					const c = certificateOnEndpoint(e, v.certificate);
+					if (c === undefined) continue;
+					g.set({ target: e.target, endpoint: e.endpoint, certificate: v.certificate }, c.refInSync ? 1 : 0);
 				}
 			}
 		},
@@ -165,6 +167,28 @@ export function createMetrics(): Metrics {
 		},
 	);
 
+	gauge(
+		"certificatee_cycle_last_finished_timestamp_seconds",
+		"When the last cycle finished; with certificatee_cycle_interval_seconds, the liveness /healthz reports.",
+		[],
+		(g) => {
+			if (last !== undefined) g.set(seconds(last.startedAt) + last.durationMs / 1000);
+		},
+	);
+	gauge("certificatee_cycle_interval_seconds", "The configured interval between cycles.", [], (g) => {
+		if (intervalSeconds !== undefined) g.set(intervalSeconds);
+	});
+	gauge(
+		"certificatee_target_observed",
+		"1 when the last cycle observed at least one endpoint of the target (what /readyz requires of every target).",
+		["target"],
+		(g) => {
+			if (last === undefined) return;
+			const unobserved = new Set(cycleOutcome(last).unobservedTargets);
+			for (const t of last.targets) g.set({ target: t.target }, unobserved.has(t.target) ? 0 : 1);
+		},
+	);
+
 	const operations = new Counter({
 		name: "certificatee_sync_operations_total",
 		help: "Writes made on endpoints, by operation and result.",
@@ -222,6 +246,9 @@ export function createMetrics(): Metrics {
 		},
 		recordRenewals(views) {
 			renewals = views;
+		},
+		recordInterval(ms) {
+			intervalSeconds = ms / 1000;
 		},
 		recordAcmeOrder(issuer, result) {
 			acmeOrders.inc({ issuer, result });

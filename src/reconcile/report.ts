@@ -227,6 +227,50 @@ export function endpointState(e: EndpointReport): EndpointState {
 	return { state: "converged" };
 }
 
+const CANONICAL: ReadonlySet<string> = new Set(["in-sync", "stale", "missing", "refused"]);
+
+/**
+ * One certificate on one endpoint: `refInSync` when its canonical ref holds it in storage and runtime (after
+ * this cycle's writes); `converged` when moreover every probe by SNI serves it; `reason` when not converged.
+ * Undefined when the endpoint was observed and does not carry the certificate.
+ */
+export function certificateOnEndpoint(
+	e: EndpointReport,
+	certificate: string,
+): { refInSync: boolean; converged: boolean; reason?: string } | undefined {
+	const state = endpointState(e);
+	if (state.state === "unobserved") {
+		return { refInSync: false, converged: false, reason: `not observed: ${state.reason}` };
+	}
+	const verdict = e.verdicts.find(
+		(v) => CANONICAL.has(v.class) && "certificate" in v && v.certificate === certificate,
+	);
+	if (verdict === undefined || !("ref" in verdict)) return undefined;
+	const not = (reason: string) => ({ refInSync: false, converged: false, reason });
+	if (verdict.class === "refused") return not(`refused: ${verdict.why}`);
+	const steps = e.steps.filter((s) => s.ref === verdict.ref);
+	const failed = steps.find((s) => s.result === "failed");
+	if (failed) return not(`${failed.op} failed: ${failed.error?.code}: ${failed.error?.message}`);
+	if (verdict.class !== "in-sync") {
+		const open = steps.filter((s) => s.result !== "ok").length;
+		const noted = e.notes.some((n) => n.startsWith(`${verdict.ref}:`));
+		if (steps.length === 0 || open > 0 || noted) {
+			return not(`${verdict.class}${open > 0 ? `: ${open} change${open === 1 ? "" : "s"} pending` : ""}`);
+		}
+	}
+	const probe = e.served.find((s) => s.certificate === certificate && !s.match);
+	if (probe) {
+		return {
+			refInSync: true,
+			converged: false,
+			reason: probe.error
+				? `probe of ${probe.sni} failed: ${probe.error}`
+				: `${probe.sni} serves serial ${probe.servedSerial}, want ${probe.expectedSerial}`,
+		};
+	}
+	return { refInSync: true, converged: true };
+}
+
 /** Every failure of a cycle: source files, orders (this cycle's and those still blocked), endpoints. */
 export function cycleFailures(report: CycleReport): Failure[] {
 	const sources = report.sourceProblems.map(
