@@ -9,6 +9,7 @@ import {
 	certificateOnEndpoint,
 	cycleOutcome,
 	type EndpointReport,
+	endpointState,
 } from "../reconcile/report.js";
 import { refsAfterCycle } from "./refs.js";
 
@@ -239,7 +240,8 @@ export function createMetrics(): Metrics {
 					operations.inc({ ...labels, operation: s.op, result: s.result });
 					if (s.reloadCaused) reloads.inc({ ...labels, reason: s.op });
 				}
-				if (e.ok && !e.steps.some((s) => s.result === "failed")) {
+				const state = endpointState(e).state;
+				if (state === "converged" || state === "pending") {
 					lastSuccess.set(key(e), Date.parse(report.startedAt) / 1000 + report.durationMs / 1000);
 				}
 			}

@@ -108,12 +108,6 @@ export function pendingChanges(report: CycleReport): number {
 	);
 }
 
-export function failedEndpoints(report: CycleReport): EndpointReport[] {
-	return report.targets.flatMap((t) =>
-		t.endpoints.filter((e) => !e.ok || e.steps.some((s) => s.result === "failed")),
-	);
-}
-
 /* ---------------------------------------------------------------------------------------------------------
  * What "failed", "pending" and "converged" mean, defined once. The CLI's exit codes and last line, the
  * daemon's logs, /readyz and the metrics all read these.
