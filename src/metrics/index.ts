@@ -9,7 +9,7 @@ import {
 	certificateOnEndpoint,
 	cycleOutcome,
 	type EndpointReport,
-	endpointState,
+	endpointFailures,
 } from "../reconcile/report.js";
 import { refsAfterCycle } from "./refs.js";
 
@@ -240,8 +240,8 @@ export function createMetrics(): Metrics {
 					operations.inc({ ...labels, operation: s.op, result: s.result });
 					if (s.reloadCaused) reloads.inc({ ...labels, reason: s.op });
 				}
-				const state = endpointState(e).state;
-				if (state === "converged" || state === "pending") {
+				// The endpoint answered and took every write (a refused update or a probe mismatch is no failure of it).
+				if (endpointFailures(e).every((f) => f.kind !== "endpoint" && f.kind !== "write")) {
 					lastSuccess.set(key(e), Date.parse(report.startedAt) / 1000 + report.durationMs / 1000);
 				}
 			}
