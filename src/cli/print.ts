@@ -1,8 +1,15 @@
 /** Human renderings of a cycle report: the plan and the status screen. The data is the report itself. */
 import { formatDuration } from "../config/duration.js";
 import type { Verdict } from "../reconcile/classify.js";
-import type { CycleReport, EndpointReport } from "../reconcile/report.js";
-import { type RenewalInfo, statusSummary } from "./status-view.js";
+import {
+	type CycleReport,
+	cycleOutcome,
+	type EndpointReport,
+	endpointState,
+	outcomeLine,
+	type RenewalView,
+} from "../reconcile/report.js";
+import { type StatusSummary, statusSummary } from "./status-view.js";
 import { type Cell, renderTable, type Styler } from "./table.js";
 
 function verdictLine(v: Verdict): string {
@@ -34,20 +41,49 @@ function verdictLine(v: Verdict): string {
 export function renderPlan(report: CycleReport, style: Styler): string[] {
 	const out: string[] = [];
 	for (const p of report.sourceProblems) {
-		out.push(style.paint({ text: `source problem: ${p.message}`, colour: "yellow" }));
+		out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
+	}
+	for (const r of report.renewals ?? []) {
+		const line = orderLine(r, report.mode);
+		if (line) out.push(style.paint({ text: line, colour: r.state === "due" ? "cyan" : "red" }));
 	}
 	for (const t of report.targets) {
 		out.push(style.paint({ text: `target ${t.target} (${t.kind})`, colour: "bold" }));
 		for (const e of t.endpoints) out.push(...renderEndpointPlan(e, style));
 	}
 	const steps = report.targets.flatMap((t) => t.endpoints).flatMap((e) => e.steps);
-	if (steps.length === 0) out.push("converged: nothing to do");
-	else if (report.mode === "plan") out.push(`${steps.length} change${steps.length === 1 ? "" : "s"} pending`);
-	else {
+	if (steps.length > 0 && report.mode === "plan") {
+		out.push(`${steps.length} change${steps.length === 1 ? "" : "s"} pending`);
+	} else if (steps.length > 0) {
 		const done = steps.filter((s) => s.result === "ok").length;
 		out.push(`${done} write${done === 1 ? "" : "s"} done, ${steps.length - done} failed or skipped`);
 	}
+	const outcome = cycleOutcome(report);
+	out.push(
+		style.paint({ text: outcomeLine(outcome, report.mode), colour: outcome.converged ? "green" : "red" }),
+	);
 	return out;
+}
+
+const hint = (h: string | undefined) => (h ? ` (hint: ${h})` : "");
+
+/** A line for a certificate the cycle ordered, would order, or cannot order; none when it is simply issued. */
+function orderLine(r: RenewalView, mode: "plan" | "sync"): string | undefined {
+	const error = r.lastError ? `${r.lastError.code}: ${r.lastError.message}${hint(r.lastError.hint)}` : "";
+	if (r.order?.result === "ok") return undefined;
+	if (r.order?.result === "failed") return `order ${r.certificate} from ${r.issuer} failed: ${error}`;
+	switch (r.state) {
+		case "due":
+			return mode === "plan" ? `order ${r.certificate} from ${r.issuer}: ${r.message}` : undefined;
+		case "failing":
+			return `order ${r.certificate} from ${r.issuer} failing: ${error || r.message}`;
+		case "backing-off":
+			return `order ${r.certificate} from ${r.issuer} backing off until ${r.nextAttemptAt}: ${error}`;
+		case "capped":
+			return `order ${r.certificate} from ${r.issuer} blocked by the daily cap until ${r.nextAttemptAt}: ${r.message}`;
+		default:
+			return undefined;
+	}
 }
 
 function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
@@ -93,10 +129,10 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 export interface StatusOptions {
 	now: Date;
 	endpoint?: string;
-	renewals?: RenewalInfo;
 }
 
-function expiresIn(notAfter: string, now: Date): Cell {
+function expiresIn(notAfter: string | undefined, now: Date): Cell {
+	if (notAfter === undefined) return { text: "-", colour: "red" };
 	const ms = Date.parse(notAfter) - now.getTime();
 	return {
 		text: ms <= 0 ? "EXPIRED" : formatDuration(ms),
@@ -104,15 +140,27 @@ function expiresIn(notAfter: string, now: Date): Cell {
 	};
 }
 
+const STATE_COLOUR = {
+	issued: "green",
+	source: "green",
+	due: "cyan",
+	ordering: "cyan",
+	failing: "red",
+	"backing-off": "red",
+	capped: "red",
+} as const;
+
 export function renderStatus(report: CycleReport, style: Styler, options: StatusOptions): string[] {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const targetNames = report.targets.map((t) => t.target);
-	const rows = statusSummary(report, options.renewals).certificates.map((c) => [
+	const summary: StatusSummary = statusSummary(report);
+	const rows = summary.certificates.map((c) => [
 		c.name,
 		c.names.join(","),
-		c.origin,
+		c.origin ?? "not issued",
 		expiresIn(c.notAfter, options.now),
-		c.nextRenewal ? formatDuration(Date.parse(c.nextRenewal) - options.now.getTime()) : "-",
+		c.nextAttempt ? formatDuration(Math.max(0, Date.parse(c.nextAttempt) - options.now.getTime())) : "-",
+		{ text: c.state, colour: STATE_COLOUR[c.state] },
 		...c.targets.map(
 			(t): Cell => ({
 				text: `${t.converged}/${t.total}`,
@@ -121,10 +169,22 @@ export function renderStatus(report: CycleReport, style: Styler, options: Status
 		),
 	]);
 	const out = renderTable(
-		["CERTIFICATE", "NAMES", "FROM", "EXPIRES IN", "RENEWS IN", ...targetNames],
+		["CERTIFICATE", "NAMES", "FROM", "EXPIRES IN", "RENEWS IN", "STATE", ...targetNames],
 		rows,
 		style,
 	);
+	// Why: each certificate that needs attention, then each cell that is not converged.
+	const why: string[] = [];
+	for (const c of summary.certificates) {
+		if (c.state !== "issued" && c.state !== "source") {
+			why.push(style.paint({ text: `${c.name}: ${c.stateText}`, colour: STATE_COLOUR[c.state] }));
+			if (c.lastError) why.push(`  last error ${c.lastError.code}: ${c.lastError.message}`);
+			if (c.lastError?.hint) why.push(`  hint: ${c.lastError.hint}`);
+			if (c.nextAttempt) why.push(`  next attempt ${c.nextAttempt}`);
+		}
+		for (const t of c.targets) for (const r of t.reasons) why.push(`${c.name} on ${t.target}/${r}`);
+	}
+	if (why.length > 0) out.push("", ...why);
 	const detail = endpoints.filter((e) => options.endpoint === undefined || e.endpoint === options.endpoint);
 	const extra = detail.flatMap((e) =>
 		e.verdicts
@@ -138,10 +198,19 @@ export function renderStatus(report: CycleReport, style: Styler, options: Status
 		out.push("");
 		out.push(...renderTable(["TARGET", "ENDPOINT", "CLASS", "DETAIL"], extra, style));
 	}
-	const down = endpoints.filter((e) => !e.ok);
-	for (const e of down)
-		out.push(style.paint({ text: `${e.target}/${e.endpoint} down: ${e.error?.message}`, colour: "red" }));
+	for (const e of endpoints) {
+		const state = endpointState(e);
+		if (state.state === "converged") continue;
+		const word = state.state === "unobserved" ? "down" : state.state;
+		const colour = state.state === "pending" ? "yellow" : "red";
+		out.push(
+			style.paint({
+				text: `${e.target}/${e.endpoint} ${word}: ${state.reason}${hint(e.error?.hint)}`,
+				colour,
+			}),
+		);
+	}
 	for (const p of report.sourceProblems)
-		out.push(style.paint({ text: `source problem: ${p.message}`, colour: "yellow" }));
+		out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
 	return out;
 }

@@ -2,21 +2,38 @@
  * What `status` shows, as data: per certificate and target how many endpoints are converged, plus the
  * duplicates and unmanaged refs found. `status --json` prints it; the TTY table renders it. Pure.
  */
-import type { CycleReport, EndpointReport } from "../reconcile/report.js";
+import {
+	type CycleReport,
+	certificateOnEndpoint,
+	type EndpointReport,
+	endpointState,
+	type RenewalState,
+} from "../reconcile/report.js";
 
 export interface TargetConvergence {
 	target: string;
 	converged: number;
 	total: number;
+	/** Why each endpoint that is not converged for this certificate is not: "endpoint: reason". */
+	reasons: string[];
 }
 
 export interface CertificateStatusView {
 	name: string;
 	names: string[];
-	origin: string;
-	serial: string;
-	notAfter: string;
+	/** Absent for a certificate never issued. */
+	origin?: string;
+	serial?: string;
+	notAfter?: string;
 	issuer?: string;
+	/** `source` for certificates from a directory source; the renewal state for issued ones. */
+	state: RenewalState | "source";
+	/** One line: "backing off until …", "blocked by the daily cap until …", "issued", … */
+	stateText: string;
+	lastError?: { code: string; message: string; hint?: string };
+	/** When certificatee next orders it (ISO). */
+	nextAttempt?: string;
+	/** Kept for compatibility: the same as nextAttempt. */
 	nextRenewal?: string;
 	targets: TargetConvergence[];
 }
@@ -32,25 +49,45 @@ export interface RefView {
 
 export interface StatusSummary {
 	certificates: CertificateStatusView[];
-	endpoints: Array<{ target: string; endpoint: string; up: boolean; error?: string }>;
+	endpoints: Array<{
+		target: string;
+		endpoint: string;
+		up: boolean;
+		/** converged, pending, failed or unobserved. */
+		state: string;
+		/** Why it is not converged. */
+		reason?: string;
+		error?: string;
+		hint?: string;
+	}>;
 	duplicates: RefView[];
 	unmanaged: RefView[];
 }
-
-export type RenewalInfo = ReadonlyMap<string, { nextRenewal?: Date; issuer?: string }>;
 
 /** An endpoint is converged for a certificate when it holds it in sync and every probe serves it. */
 function convergence(endpoints: readonly EndpointReport[], certificate: string) {
 	const eps = endpoints.filter(
 		(e) => e.verdicts.some((v) => "certificate" in v && v.certificate === certificate) || !e.ok,
 	);
-	const converged = eps.filter(
-		(e) =>
-			e.ok &&
-			e.verdicts.some((v) => v.class === "in-sync" && v.certificate === certificate) &&
-			e.served.filter((s) => s.certificate === certificate).every((s) => s.match),
-	).length;
-	return { converged, total: eps.length };
+	const reasons: string[] = [];
+	let converged = 0;
+	for (const e of eps) {
+		const c = certificateOnEndpoint(e, certificate);
+		if (c === undefined || c.converged) converged++;
+		else reasons.push(`${e.endpoint}: ${c.reason}`);
+	}
+	return { converged, total: eps.length, reasons };
+}
+
+function stateText(state: RenewalState | "source", nextAttempt: string | undefined): string {
+	switch (state) {
+		case "backing-off":
+			return `backing off until ${nextAttempt}`;
+		case "capped":
+			return `blocked by the daily cap until ${nextAttempt}`;
+		default:
+			return state;
+	}
 }
 
 const DUPLICATE_CLASSES = new Set([
@@ -61,7 +98,7 @@ const DUPLICATE_CLASSES = new Set([
 	"unaddressable",
 ]);
 
-export function statusSummary(report: CycleReport, renewals?: RenewalInfo): StatusSummary {
+export function statusSummary(report: CycleReport): StatusSummary {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const refs = (keep: (cls: string) => boolean): RefView[] =>
 		endpoints.flatMap((e) =>
@@ -80,22 +117,57 @@ export function statusSummary(report: CycleReport, renewals?: RenewalInfo): Stat
 				];
 			}),
 		);
+	const renewals = new Map((report.renewals ?? []).map((r) => [r.certificate, r]));
+	const targets = (name: string) =>
+		report.targets.map((t) => ({ target: t.target, ...convergence(t.endpoints, name) }));
+	const desired = report.certificates.map((c): CertificateStatusView => {
+		const renewal = renewals.get(c.name);
+		const state = renewal?.state ?? "source";
+		return {
+			...c,
+			state,
+			stateText: stateText(state, renewal?.nextAttemptAt),
+			...(renewal?.issuer ? { issuer: renewal.issuer } : {}),
+			...(renewal?.lastError ? { lastError: renewal.lastError } : {}),
+			...(renewal ? { nextAttempt: renewal.nextAttemptAt, nextRenewal: renewal.nextAttemptAt } : {}),
+			targets: targets(c.name),
+		};
+	});
+	// Certificates certificatee issues but has none of (never issued, or none valid): shown with why.
+	const absent = [...renewals.values()]
+		.filter((r) => !report.certificates.some((c) => c.name === r.certificate))
+		.map(
+			(r): CertificateStatusView => ({
+				name: r.certificate,
+				names: r.names,
+				issuer: r.issuer,
+				state: r.state,
+				stateText: stateText(r.state, r.nextAttemptAt),
+				...(r.lastError ? { lastError: r.lastError } : {}),
+				nextAttempt: r.nextAttemptAt,
+				nextRenewal: r.nextAttemptAt,
+				targets: report.targets.map((t) => ({
+					target: t.target,
+					converged: 0,
+					total: t.endpoints.length,
+					reasons: t.endpoints.map((e) => `${e.endpoint}: not issued yet`),
+				})),
+			}),
+		);
 	return {
-		certificates: report.certificates.map((c) => {
-			const renewal = renewals?.get(c.name);
+		certificates: [...desired, ...absent],
+		endpoints: endpoints.map((e) => {
+			const state = endpointState(e);
 			return {
-				...c,
-				...(renewal?.issuer ? { issuer: renewal.issuer } : {}),
-				...(renewal?.nextRenewal ? { nextRenewal: renewal.nextRenewal.toISOString() } : {}),
-				targets: report.targets.map((t) => ({ target: t.target, ...convergence(t.endpoints, c.name) })),
+				target: e.target,
+				endpoint: e.endpoint,
+				up: e.ok,
+				state: state.state,
+				...(state.state !== "converged" ? { reason: state.reason } : {}),
+				...(e.error ? { error: e.error.message } : {}),
+				...(e.error?.hint ? { hint: e.error.hint } : {}),
 			};
 		}),
-		endpoints: endpoints.map((e) => ({
-			target: e.target,
-			endpoint: e.endpoint,
-			up: e.ok,
-			...(e.error ? { error: e.error.message } : {}),
-		})),
 		duplicates: refs((cls) => DUPLICATE_CLASSES.has(cls)),
 		unmanaged: refs((cls) => cls === "unmanaged"),
 	};

@@ -8,10 +8,12 @@ import type { LoadedConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { describeError } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { LoopHealth } from "../metrics/health.js";
 import type { Metrics } from "../metrics/index.js";
 import { startHealthServer } from "../metrics/server.js";
 import { type CycleDeps, runCycle } from "../reconcile/cycle.js";
-import type { CycleReport } from "../reconcile/report.js";
+import { type CycleReport, cycleFailures } from "../reconcile/report.js";
+import { type FailureMemory, failureLogLine, trackFailures } from "./failures.js";
 import { summarise } from "./summary.js";
 
 /** Everything a configuration builds: the cycle's dependencies and what to close when replaced. */
@@ -34,6 +36,10 @@ export interface DaemonOptions {
 	/** Process-like emitter for SIGHUP, SIGTERM, SIGINT (process in production). */
 	signals: EventEmitter;
 	random?: () => number;
+	/** The clock (ms since the epoch) for health and log reminders; default Date.now. */
+	now?: () => number;
+	/** A failure still present is logged again after this long (default 1 h). */
+	remindEveryMs?: number;
 	/** Called once listening, with the bound address. */
 	onListening?(address: string): void;
 }
@@ -41,9 +47,13 @@ export interface DaemonOptions {
 export async function runDaemon(options: DaemonOptions): Promise<void> {
 	const { log, metrics, signals } = options;
 	const random = options.random ?? Math.random;
+	const now = options.now ?? Date.now;
 	let loaded = options.loadConfig();
 	let engine = await options.build(loaded.config);
-	const server = await startHealthServer(loaded.config.listen, metrics);
+	const health: LoopHealth = { intervalMs: loaded.config.interval, startedAt: now(), configLoaded: true };
+	let failures: FailureMemory = new Map();
+	metrics.recordInterval(loaded.config.interval);
+	const server = await startHealthServer(loaded.config.listen, metrics, () => health);
 	options.onListening?.(server.address);
 	log.info({ config: loaded.file, listen: server.address }, "certificatee started");
 
@@ -75,14 +85,26 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 
 	try {
 		while (!stop.signal.aborted) {
+			health.cycleRunningSince = now();
 			try {
 				const report = await runCycle(engine.deps, "sync", stop.signal);
 				metrics.recordCycle(report);
 				engine.afterCycle?.(report);
+				health.last = report;
+				const tracked = trackFailures(failures, cycleFailures(report), now(), options.remindEveryMs);
+				failures = tracked.memory;
+				for (const event of tracked.events) {
+					const line = failureLogLine(event);
+					log[line.level](line.fields, line.message);
+				}
 				const s = summarise(report);
-				(s.failed > 0 ? log.warn.bind(log) : log.info.bind(log))(s, "cycle finished");
+				// Info even when something failed: each failure has its own line, logged when it changes.
+				log.info(s, "cycle finished");
 			} catch (e) {
 				log.error({ error: describeError(e) }, "cycle failed");
+			} finally {
+				health.cycleRunningSince = undefined;
+				health.lastFinishedAt = now();
 			}
 			if (stop.signal.aborted) break;
 			const interval = loaded.config.interval;
@@ -119,6 +141,8 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 							);
 						}
 						loaded = next;
+						health.intervalMs = next.config.interval;
+						metrics.recordInterval(next.config.interval);
 						log.info({ config: next.file }, "configuration reloaded");
 					} catch (e) {
 						log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");

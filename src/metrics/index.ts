@@ -4,7 +4,13 @@
  * material or serials (bounded cardinality).
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { CycleReport, EndpointReport } from "../reconcile/report.js";
+import {
+	type CycleReport,
+	certificateOnEndpoint,
+	cycleOutcome,
+	type EndpointReport,
+	endpointFailures,
+} from "../reconcile/report.js";
 import { refsAfterCycle } from "./refs.js";
 
 export interface RenewalView {
@@ -19,6 +25,8 @@ export interface Metrics {
 	recordCycle(report: CycleReport): void;
 	recordRenewals(renewals: readonly RenewalView[]): void;
 	recordAcmeOrder(issuer: string, result: "success" | "failure"): void;
+	/** The configured interval (the daemon sets it at start and on reload), for the liveness alert. */
+	recordInterval(ms: number): void;
 	lastReport(): CycleReport | undefined;
 }
 
@@ -28,6 +36,7 @@ export function createMetrics(): Metrics {
 	const registry = new Registry();
 	let last: CycleReport | undefined;
 	let renewals: readonly RenewalView[] = [];
+	let intervalSeconds: number | undefined;
 	const lastSuccess = new Map<string, number>();
 	const key = (e: EndpointReport) => `${e.target}\u0000${e.endpoint}`;
 
@@ -70,16 +79,10 @@ export function createMetrics(): Metrics {
 			for (const e of endpoints()) {
 				if (!e.ok) continue;
 				for (const v of e.verdicts) {
-					if (v.class !== "in-sync" && v.class !== "stale" && v.class !== "missing" && v.class !== "refused")
-						continue;
-					const steps = e.steps.filter((s) => s.ref === v.ref);
-					const converged =
-						v.class === "in-sync" ||
-						(v.class !== "refused" &&
-							steps.length > 0 &&
-							steps.every((s) => s.result === "ok") &&
-							!e.notes.some((n) => n.startsWith(`${v.ref}:`)));
-					g.set({ target: e.target, endpoint: e.endpoint, certificate: v.certificate }, converged ? 1 : 0);
+					if (!("certificate" in v) || !("ref" in v)) continue;
+					const c = certificateOnEndpoint(e, v.certificate);
+					if (c === undefined) continue;
+					g.set({ target: e.target, endpoint: e.endpoint, certificate: v.certificate }, c.refInSync ? 1 : 0);
 				}
 			}
 		},
@@ -157,6 +160,37 @@ export function createMetrics(): Metrics {
 		},
 	);
 
+	gauge(
+		"certificatee_source_problems",
+		"Source files and stored certificates the last cycle could not use (failed orders are counted apart).",
+		[],
+		(g) => {
+			if (last !== undefined) g.set(last.sourceProblems.length);
+		},
+	);
+
+	gauge(
+		"certificatee_cycle_last_finished_timestamp_seconds",
+		"When the last cycle finished; with certificatee_cycle_interval_seconds, the liveness /healthz reports.",
+		[],
+		(g) => {
+			if (last !== undefined) g.set(seconds(last.startedAt) + last.durationMs / 1000);
+		},
+	);
+	gauge("certificatee_cycle_interval_seconds", "The configured interval between cycles.", [], (g) => {
+		if (intervalSeconds !== undefined) g.set(intervalSeconds);
+	});
+	gauge(
+		"certificatee_target_observed",
+		"1 when the last cycle observed at least one endpoint of the target (what /readyz requires of every target).",
+		["target"],
+		(g) => {
+			if (last === undefined) return;
+			const unobserved = new Set(cycleOutcome(last).unobservedTargets);
+			for (const t of last.targets) g.set({ target: t.target }, unobserved.has(t.target) ? 0 : 1);
+		},
+	);
+
 	const operations = new Counter({
 		name: "certificatee_sync_operations_total",
 		help: "Writes made on endpoints, by operation and result.",
@@ -176,6 +210,12 @@ export function createMetrics(): Metrics {
 		buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
 		registers: [registry],
 	});
+	const orderFailures = new Counter({
+		name: "certificatee_order_failures_total",
+		help: "Failed certificate orders, by certificate and error code.",
+		labelNames: ["certificate", "code"],
+		registers: [registry],
+	});
 	const acmeOrders = new Counter({
 		name: "certificatee_acme_orders_total",
 		help: "Certificate orders placed with ACME issuers, by result.",
@@ -189,6 +229,11 @@ export function createMetrics(): Metrics {
 		recordCycle(report) {
 			last = report;
 			cycleDuration.observe({ mode: report.mode }, report.durationMs / 1000);
+			for (const r of report.renewals ?? []) {
+				if (r.order?.result === "failed") {
+					orderFailures.inc({ certificate: r.certificate, code: r.lastError?.code ?? "ISSUE_FAILED" });
+				}
+			}
 			for (const e of report.targets.flatMap((t) => t.endpoints)) {
 				const labels = { target: e.target, endpoint: e.endpoint };
 				for (const s of e.steps) {
@@ -196,13 +241,17 @@ export function createMetrics(): Metrics {
 					operations.inc({ ...labels, operation: s.op, result: s.result });
 					if (s.reloadCaused) reloads.inc({ ...labels, reason: s.op });
 				}
-				if (e.ok && !e.steps.some((s) => s.result === "failed")) {
+				// The endpoint answered and took every write (a refused update or a probe mismatch is no failure of it).
+				if (endpointFailures(e).every((f) => f.kind !== "endpoint" && f.kind !== "write")) {
 					lastSuccess.set(key(e), Date.parse(report.startedAt) / 1000 + report.durationMs / 1000);
 				}
 			}
 		},
 		recordRenewals(views) {
 			renewals = views;
+		},
+		recordInterval(ms) {
+			intervalSeconds = ms / 1000;
 		},
 		recordAcmeOrder(issuer, result) {
 			acmeOrders.inc({ issuer, result });

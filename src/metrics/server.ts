@@ -1,8 +1,11 @@
-/** The HTTP side of the daemon: /metrics, /healthz (alive), /readyz (config loaded, last cycle finished). */
+/**
+ * The HTTP side of the daemon: /metrics, /healthz (the loop is alive), /readyz (configuration loaded and the
+ * last cycle observed at least one endpoint of each target). The decisions are in health.ts.
+ */
 import { createServer, type Server } from "node:http";
 import { CertificateeError } from "../errors.js";
 import { parseHostPort } from "../net/address.js";
-import { failedEndpoints } from "../reconcile/report.js";
+import { type LoopHealth, liveness, readiness } from "./health.js";
 import type { Metrics } from "./index.js";
 
 export interface HealthServer {
@@ -11,7 +14,11 @@ export interface HealthServer {
 	close(): Promise<void>;
 }
 
-export async function startHealthServer(listen: string, metrics: Metrics): Promise<HealthServer> {
+export async function startHealthServer(
+	listen: string,
+	metrics: Metrics,
+	health: () => LoopHealth,
+): Promise<HealthServer> {
 	const server: Server = createServer((req, res) => {
 		const path = (req.url ?? "/").split("?")[0];
 		if (req.method !== "GET" && req.method !== "HEAD") {
@@ -26,25 +33,17 @@ export async function startHealthServer(listen: string, metrics: Metrics): Promi
 			return;
 		}
 		if (path === "/healthz") {
-			res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
+			const alive = liveness(health(), Date.now());
+			res
+				.writeHead(alive.ok ? 200 : 503, { "content-type": "text/plain" })
+				.end(`${alive.ok ? "ok" : "not ok"}: ${alive.reason}\n`);
 			return;
 		}
 		if (path === "/readyz") {
-			const last = metrics.lastReport();
-			const failed = last
-				? failedEndpoints(last).map((e) => ({
-						target: e.target,
-						endpoint: e.endpoint,
-						error:
-							e.error?.message ??
-							e.steps.find((s) => s.result === "failed")?.error?.message ??
-							"a write failed",
-					}))
-				: [];
-			const body = { ready: last !== undefined, lastCycle: last?.startedAt ?? null, failedEndpoints: failed };
+			const ready = readiness(health());
 			res
-				.writeHead(last ? 200 : 503, { "content-type": "application/json" })
-				.end(`${JSON.stringify(body)}\n`);
+				.writeHead(ready.ready ? 200 : 503, { "content-type": "application/json" })
+				.end(`${JSON.stringify(ready)}\n`);
 			return;
 		}
 		res

@@ -5,7 +5,7 @@
 import pLimit from "p-limit";
 import type { SourceProblem } from "../sources/types.js";
 import type { DesiredCertificate } from "./model.js";
-import type { CycleReport, EndpointReport, TargetReport } from "./report.js";
+import type { CycleReport, EndpointReport, RenewalView, TargetReport } from "./report.js";
 
 export type CycleMode = "plan" | "sync";
 
@@ -24,7 +24,10 @@ export interface TargetRunner {
 
 export interface DesiredSet {
 	certificates: DesiredCertificate[];
+	/** Source files and state that could not be used, and failed orders (marked `order`). */
 	problems: SourceProblem[];
+	/** Where each issued certificate stands, when certificatee issues any. */
+	renewals?: RenewalView[];
 }
 
 export interface CycleDeps {
@@ -55,11 +58,16 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, signal: AbortSi
 			serial: c.bundle.leaf.serial,
 			notAfter: c.bundle.leaf.notAfter.toISOString(),
 		})),
-		sourceProblems: desired.problems.map((p) => ({
-			subject: p.subject,
-			code: p.error.code,
-			message: p.error.message,
-		})),
+		// A failed order is reported with its certificate's renewal, not as a source problem.
+		sourceProblems: desired.problems
+			.filter((p) => !(p.order && desired.renewals))
+			.map((p) => ({
+				subject: p.subject,
+				code: p.error.code,
+				message: p.error.message,
+				...(p.error.hint ? { hint: p.error.hint } : {}),
+			})),
+		...(desired.renewals ? { renewals: desired.renewals } : {}),
 		targets,
 	};
 }

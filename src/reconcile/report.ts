@@ -58,8 +58,37 @@ export interface CycleReport {
 		serial: string;
 		notAfter: string;
 	}>;
-	sourceProblems: Array<{ subject: string; code: string; message: string }>;
+	sourceProblems: Array<{ subject: string; code: string; message: string; hint?: string }>;
+	/** Certificates certificatee issues: where each stands after the cycle (absent in reports built by hand). */
+	renewals?: RenewalView[];
 	targets: TargetReport[];
+}
+
+/**
+ * Where an issued certificate stands: `issued` (in service, not due), `due` (the next sync orders it),
+ * `ordering` (an order is in flight in another process), `failing` (the last order failed; the next sync
+ * retries), `backing-off` (the last order failed; no order before `nextAttemptAt`), `capped` (the daily
+ * order cap stopped ordering until `nextAttemptAt`).
+ */
+export type RenewalState = "issued" | "due" | "ordering" | "failing" | "backing-off" | "capped";
+
+export interface RenewalView {
+	certificate: string;
+	issuer: string;
+	/** The configured names (the certificate may not exist yet). */
+	names: string[];
+	state: RenewalState;
+	/** The order this cycle placed, and how it ended. */
+	order?: { result: "ok" | "failed"; reason: string; message: string };
+	/** When the next order may be placed (ISO). */
+	nextAttemptAt: string;
+	/** The policy's reason and message for that time, e.g. "Backoff: 2 failed order(s); retrying after 2m". */
+	reason: string;
+	message: string;
+	failures: number;
+	lastError?: { code: string; message: string; hint?: string };
+	serial?: string;
+	notAfter?: string;
 }
 
 export function viewAction(action: Action, why: string): StepView {
@@ -79,8 +108,245 @@ export function pendingChanges(report: CycleReport): number {
 	);
 }
 
-export function failedEndpoints(report: CycleReport): EndpointReport[] {
-	return report.targets.flatMap((t) =>
-		t.endpoints.filter((e) => !e.ok || e.steps.some((s) => s.result === "failed")),
+/* ---------------------------------------------------------------------------------------------------------
+ * What "failed", "pending" and "converged" mean, defined once. The CLI's exit codes and last line, the
+ * daemon's logs, /readyz and the metrics all read these.
+ * ------------------------------------------------------------------------------------------------------- */
+
+export type FailureKind = "source" | "order" | "endpoint" | "write" | "probe" | "refused";
+
+/** One thing that went wrong, with what an operator needs to act on it. Never key material. */
+export interface Failure {
+	kind: FailureKind;
+	/** Stable identity across cycles (for "log once on change"). */
+	key: string;
+	/** What it is about: a file, a certificate, target/endpoint. */
+	subject: string;
+	target?: string;
+	endpoint?: string;
+	certificate?: string;
+	code: string;
+	message: string;
+	hint?: string;
+}
+
+/**
+ * One endpoint after a cycle: `unobserved` (it did not answer: nothing is known), `failed` (a write, a probe or a
+ * refused update), `pending` (changes planned or skipped, none failed), `converged` (everything in sync and,
+ * where probed, served). `reason` says why it is not converged.
+ */
+export type EndpointState =
+	| { state: "converged" }
+	| { state: "pending" | "failed" | "unobserved"; reason: string };
+
+/** What to do, when the error itself carries no hint. */
+const DEFAULT_HINT = {
+	source: "fix or remove the file; the source's other certificates are still used",
+	endpoint:
+		"check that the endpoint is up and reachable from certificatee (address, socket path, credentials)",
+	write: "see the endpoint's log; the write is retried next cycle",
+} as const;
+
+const BLOCKED_RENEWALS: ReadonlySet<RenewalState> = new Set(["failing", "backing-off", "capped"]);
+
+/** Every failure of an endpoint, in the order an operator would fix them. */
+export function endpointFailures(e: EndpointReport): Failure[] {
+	const at = `${e.target}/${e.endpoint}`;
+	const base = { target: e.target, endpoint: e.endpoint };
+	if (!e.ok) {
+		const err = e.error ?? { code: "ENDPOINT_ERROR", message: "the endpoint did not answer" };
+		return [
+			{ kind: "endpoint", key: `endpoint:${at}`, subject: at, ...base, hint: DEFAULT_HINT.endpoint, ...err },
+		];
+	}
+	const out: Failure[] = [];
+	for (const s of e.steps) {
+		if (s.result !== "failed") continue;
+		out.push({
+			kind: "write",
+			key: `write:${at}:${s.ref}:${s.op}`,
+			subject: `${at} ${s.op} ${s.ref}`,
+			...base,
+			...(s.certificate ? { certificate: s.certificate } : {}),
+			hint: DEFAULT_HINT.write,
+			...(s.error ?? { code: "ENDPOINT_ERROR", message: "the write failed" }),
+		});
+	}
+	for (const v of e.verdicts) {
+		if (v.class !== "refused") continue;
+		out.push({
+			kind: "refused",
+			key: `refused:${at}:${v.ref}`,
+			subject: `${at} ${v.ref}`,
+			...base,
+			certificate: v.certificate,
+			code: "UPDATE_DROPS_NAMES",
+			message: `${v.ref}: ${v.why}`,
+			hint: "check the new certificate's names; set allow_name_removal: true on the target to push it anyway",
+		});
+	}
+	// A mismatch a planned write will fix is pending, not failed; after the writes (sync) it is a failure.
+	const fixing = new Set(e.steps.filter((s) => s.result === undefined).map((s) => s.certificate));
+	for (const s of e.served) {
+		if (s.match || (s.error === undefined && fixing.has(s.certificate))) continue;
+		out.push({
+			kind: "probe",
+			key: `probe:${at}:${s.sni}`,
+			subject: `${at} ${s.sni}`,
+			...base,
+			certificate: s.certificate,
+			code: "PROBE_FAILED",
+			message: s.error
+				? `probe of ${s.sni}: ${s.error}`
+				: `${s.sni} serves serial ${s.servedSerial ?? "?"}, want ${s.expectedSerial}`,
+			hint: s.error
+				? "check the endpoint's probe address (host:port of the TLS listener)"
+				: "another ref wins this SNI name: see the endpoint's notes (shadowed, ambiguous, pinned)",
+		});
+	}
+	return out;
+}
+
+export function endpointState(e: EndpointReport): EndpointState {
+	const failures = endpointFailures(e);
+	const first = failures[0];
+	if (!e.ok) return { state: "unobserved", reason: `${first?.code}: ${first?.message}` };
+	if (first) {
+		const more = failures.length > 1 ? ` (and ${failures.length - 1} more)` : "";
+		return { state: "failed", reason: `${first.code}: ${first.message}${more}` };
+	}
+	const pending = e.steps.filter((s) => s.result !== "ok").length;
+	if (pending > 0)
+		return { state: "pending", reason: `${pending} change${pending === 1 ? "" : "s"} pending` };
+	return { state: "converged" };
+}
+
+const CANONICAL: ReadonlySet<string> = new Set(["in-sync", "stale", "missing", "refused"]);
+
+/**
+ * One certificate on one endpoint: `refInSync` when its canonical ref holds it in storage and runtime (after
+ * this cycle's writes); `converged` when moreover every probe by SNI serves it; `reason` when not converged.
+ * Undefined when the endpoint was observed and does not carry the certificate.
+ */
+export function certificateOnEndpoint(
+	e: EndpointReport,
+	certificate: string,
+): { refInSync: boolean; converged: boolean; reason?: string } | undefined {
+	const state = endpointState(e);
+	if (state.state === "unobserved") {
+		return { refInSync: false, converged: false, reason: `not observed: ${state.reason}` };
+	}
+	const verdict = e.verdicts.find(
+		(v) => CANONICAL.has(v.class) && "certificate" in v && v.certificate === certificate,
 	);
+	if (verdict === undefined || !("ref" in verdict)) return undefined;
+	const not = (reason: string) => ({ refInSync: false, converged: false, reason });
+	if (verdict.class === "refused") return not(`refused: ${verdict.why}`);
+	const steps = e.steps.filter((s) => s.ref === verdict.ref);
+	const failed = steps.find((s) => s.result === "failed");
+	if (failed) return not(`${failed.op} failed: ${failed.error?.code}: ${failed.error?.message}`);
+	if (verdict.class !== "in-sync") {
+		const open = steps.filter((s) => s.result !== "ok").length;
+		const noted = e.notes.some((n) => n.startsWith(`${verdict.ref}:`));
+		if (steps.length === 0 || open > 0 || noted) {
+			return not(`${verdict.class}${open > 0 ? `: ${open} change${open === 1 ? "" : "s"} pending` : ""}`);
+		}
+	}
+	const probe = e.served.find((s) => s.certificate === certificate && !s.match);
+	if (probe) {
+		return {
+			refInSync: true,
+			converged: false,
+			reason: probe.error
+				? `probe of ${probe.sni} failed: ${probe.error}`
+				: `${probe.sni} serves serial ${probe.servedSerial}, want ${probe.expectedSerial}`,
+		};
+	}
+	return { refInSync: true, converged: true };
+}
+
+/** Every failure of a cycle: source files, orders (this cycle's and those still blocked), endpoints. */
+export function cycleFailures(report: CycleReport): Failure[] {
+	const sources = report.sourceProblems.map(
+		(p): Failure => ({
+			kind: "source",
+			key: `source:${p.subject}:${p.code}`,
+			subject: p.subject,
+			code: p.code,
+			message: p.message,
+			hint: p.hint ?? DEFAULT_HINT.source,
+		}),
+	);
+	const orders = (report.renewals ?? [])
+		.filter((r) => r.order?.result === "failed" || BLOCKED_RENEWALS.has(r.state))
+		.map(
+			(r): Failure => ({
+				kind: "order",
+				key: `order:${r.certificate}`,
+				subject: r.certificate,
+				certificate: r.certificate,
+				code: r.lastError?.code ?? (r.state === "capped" ? "ORDER_CAPPED" : "ISSUE_FAILED"),
+				message:
+					r.state === "capped"
+						? `${r.certificate}: ${r.message}`
+						: `${r.certificate}: ${r.lastError?.message ?? r.message}`,
+				hint:
+					r.lastError?.hint ??
+					(r.state === "capped"
+						? `the daily order cap stops ordering until ${r.nextAttemptAt}; find why orders keep failing or being replaced`
+						: `next attempt ${r.nextAttemptAt}`),
+			}),
+		);
+	return [...sources, ...orders, ...report.targets.flatMap((t) => t.endpoints.flatMap(endpointFailures))];
+}
+
+export interface CycleOutcome {
+	failures: Failure[];
+	/** Writes planned or skipped, plus certificates due to be ordered. */
+	pending: number;
+	endpoints: number;
+	/** Endpoints observed, nothing failed, nothing pending. */
+	convergedEndpoints: number;
+	/** Targets none of whose endpoints could be observed. */
+	unobservedTargets: string[];
+	/** Every endpoint observed and in sync, nothing pending, nothing failed. */
+	converged: boolean;
+}
+
+export function cycleOutcome(report: CycleReport): CycleOutcome {
+	const endpoints = report.targets.flatMap((t) => t.endpoints);
+	const failures = cycleFailures(report);
+	const pending = pendingChanges(report) + (report.renewals ?? []).filter((r) => r.state === "due").length;
+	const convergedEndpoints = endpoints.filter((e) => endpointState(e).state === "converged").length;
+	return {
+		failures,
+		pending,
+		endpoints: endpoints.length,
+		convergedEndpoints,
+		unobservedTargets: report.targets
+			.filter((t) => t.endpoints.length > 0 && t.endpoints.every((e) => !e.ok))
+			.map((t) => t.target),
+		converged: failures.length === 0 && pending === 0 && convergedEndpoints === endpoints.length,
+	};
+}
+
+/** The last line of `plan` and `sync`: "converged" only when every endpoint was observed and is in sync. */
+export function outcomeLine(outcome: CycleOutcome, mode: "plan" | "sync"): string {
+	if (outcome.converged) return "converged: nothing to do";
+	const parts: string[] = [];
+	const byKind = new Map<FailureKind, number>();
+	for (const f of outcome.failures) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
+	const noun: Record<FailureKind, [string, string]> = {
+		source: ["source problem", "source problems"],
+		order: ["failed order", "failed orders"],
+		endpoint: ["endpoint unreachable", "endpoints unreachable"],
+		write: ["failed write", "failed writes"],
+		probe: ["failed probe", "failed probes"],
+		refused: ["refused update", "refused updates"],
+	};
+	for (const [kind, n] of byKind) parts.push(`${n} ${noun[kind][n === 1 ? 0 : 1]}`);
+	if (outcome.pending > 0) {
+		parts.push(`${outcome.pending} ${mode === "plan" ? "pending" : "not done"}`);
+	}
+	return `not converged: ${parts.join(", ")} (${outcome.convergedEndpoints}/${outcome.endpoints} endpoints converged)`;
 }

@@ -9,6 +9,7 @@ import { checkBundle, nameSet, parseBundle, sameNameSet } from "../certificates/
 import type { Bundle } from "../certificates/types.js";
 import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
 import type { DesiredCertificate } from "../reconcile/model.js";
+import type { RenewalState as RenewalStateName } from "../reconcile/report.js";
 import type { Issuer, RenewalWindow, SourceProblem } from "../sources/types.js";
 import {
 	type CertificateRecord,
@@ -53,6 +54,8 @@ export interface RenewalRun {
 export interface CertificateStatus {
 	name: string;
 	issuer: string;
+	/** The configured names. */
+	domains: string[];
 	/** An order was placed in this run (successful or not). */
 	ordered: boolean;
 	/** Why it was placed, when it was. */
@@ -64,7 +67,9 @@ export interface CertificateStatus {
 	decision: { action: RenewalDecision["action"]; reason: string; message: string };
 	failures: number;
 	breakerOpen: boolean;
-	lastError?: { code: string; message: string };
+	/** issued, due, ordering, failing, backing-off or capped (see reconcile/report.ts). */
+	state: RenewalStateName;
+	lastError?: { code: string; message: string; hint?: string };
 }
 
 export interface RenewalReport {
@@ -100,12 +105,14 @@ async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRu
 			status: {
 				name: spec.name,
 				issuer: spec.issuer,
+				domains: spec.domains,
 				ordered: false,
 				nextRenewalAt: run.now.toISOString(),
 				decision: { action: "wait", reason: "Error", message: error.message },
 				failures: 0,
 				breakerOpen: false,
-				lastError: { code: error.code, message: error.message },
+				state: "failing",
+				lastError: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
 			},
 			problems: [{ subject: spec.name, error }],
 		};
@@ -148,23 +155,16 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 			window = undefined;
 			deps.log?.info({ certificate: spec.name, serial: result.bundle.leaf.serial }, "certificate issued");
 		} else {
-			problems.push({ subject: spec.name, error: result.error });
-			const fields = { certificate: spec.name, code: result.error.code, failures: state.failures };
-			deps.log?.warn(fields, result.error.message);
+			// Logged by whoever reports the cycle, once per change (the daemon), not here on every attempt.
+			problems.push({ subject: spec.name, error: result.error, order: true });
 		}
 		decision = decide();
 		state = { ...state, nextAttemptAt: decision.at.toISOString() };
 		await writeRenewalState(deps.store, spec.name, state, stateVersion);
 	}
-	if (decision.action === "breaker-open") {
-		deps.log?.warn(
-			{ certificate: spec.name, until: decision.at.toISOString() },
-			`loop breaker open: ${decision.message}`,
-		);
-	}
 	const desired = bundle && servable(bundle, spec, run.now, problems);
 	return {
-		status: status(spec, state, decision, ordered, bundle),
+		status: status(spec, state, decision, ordered, bundle, run.now),
 		...(desired ? { desired } : {}),
 		problems,
 	};
@@ -251,7 +251,8 @@ function recordOutcome(
 	config: RenewalPolicyConfig,
 ): RenewalState {
 	if (!result.ok) {
-		const lastError = { code: result.error.code, message: result.error.message };
+		const { code, message, hint } = result.error;
+		const lastError = { code, message, ...(hint ? { hint } : {}) };
 		return { ...state, failures: state.failures + 1, lastFailureAt: now.toISOString(), lastError };
 	}
 	const next = renewAt(result.bundle.leaf, result.jitter, config);
@@ -291,10 +292,12 @@ function status(
 	decision: RenewalDecision,
 	ordered: RenewalDecision | undefined,
 	bundle: Bundle | undefined,
+	now: Date,
 ): CertificateStatus {
 	return {
 		name: spec.name,
 		issuer: spec.issuer,
+		domains: spec.domains,
 		ordered: ordered !== undefined,
 		...(ordered ? { orderedBecause: { reason: ordered.reason, message: ordered.message } } : {}),
 		...(bundle ? { serial: bundle.leaf.serial, notAfter: bundle.leaf.notAfter.toISOString() } : {}),
@@ -302,8 +305,31 @@ function status(
 		decision: { action: decision.action, reason: decision.reason, message: decision.message },
 		failures: state.failures,
 		breakerOpen: decision.action === "breaker-open",
+		state: renewalState(state, decision, ordered !== undefined, now),
 		...(state.lastError ? { lastError: state.lastError } : {}),
 	};
+}
+
+/** An attempt recorded without an outcome this recently is an order another process has in flight. */
+const ORDER_IN_FLIGHT_MS = 10 * 60_000;
+
+/** The one-word state `status` shows, from the stored state and the policy's decision. Pure. */
+export function renewalState(
+	state: RenewalState,
+	decision: RenewalDecision,
+	orderedNow: boolean,
+	now: Date,
+): RenewalStateName {
+	if (decision.action === "breaker-open") return "capped";
+	const attempt = state.lastAttemptAt ? Date.parse(state.lastAttemptAt) : Number.NEGATIVE_INFINITY;
+	const outcome = Math.max(
+		state.lastSuccessAt ? Date.parse(state.lastSuccessAt) : Number.NEGATIVE_INFINITY,
+		state.lastFailureAt ? Date.parse(state.lastFailureAt) : Number.NEGATIVE_INFINITY,
+	);
+	if (!orderedNow && attempt > outcome && now.getTime() - attempt < ORDER_IN_FLIGHT_MS) return "ordering";
+	if (decision.action === "renew-now") return state.failures > 0 ? "failing" : "due";
+	if (decision.reason === "Backoff") return "backing-off";
+	return state.failures > 0 && state.lastError ? "failing" : "issued";
 }
 
 /** When the daemon should run again for renewals: the earliest next renewal time, if any certificate has one. */

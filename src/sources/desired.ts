@@ -6,6 +6,7 @@
 import { CertificateeError, describeError } from "../errors.js";
 import type { DesiredSet } from "../reconcile/cycle.js";
 import type { DesiredCertificate } from "../reconcile/model.js";
+import type { RenewalView } from "../reconcile/report.js";
 import { type CertificateStatus, type RenewalDeps, runRenewal } from "../renewal/manager.js";
 import type { Source, SourceProblem, SourceResult } from "./types.js";
 
@@ -53,7 +54,13 @@ export function createDesiredLoader(
 				),
 			});
 		}
-		return { certificates: [...byName.values()], problems, renewal: renewal?.statuses ?? [] };
+		const statuses = renewal?.statuses ?? [];
+		return {
+			certificates: [...byName.values()],
+			problems,
+			renewal: statuses,
+			...(deps.renewal ? { renewals: statuses.map(renewalView) } : {}),
+		};
 	};
 }
 
@@ -68,4 +75,29 @@ async function loadSafely(source: Source, signal: AbortSignal): Promise<SourceRe
 		});
 		return { certificates: [], problems: [{ subject: source.name, error }] };
 	}
+}
+
+function renewalView(s: CertificateStatus): RenewalView {
+	return {
+		certificate: s.name,
+		issuer: s.issuer,
+		names: s.domains,
+		state: s.state,
+		...(s.ordered
+			? {
+					order: {
+						result: s.lastError && s.failures > 0 ? "failed" : "ok",
+						reason: s.orderedBecause?.reason ?? "",
+						message: s.orderedBecause?.message ?? "",
+					},
+				}
+			: {}),
+		nextAttemptAt: s.nextRenewalAt,
+		reason: s.decision.reason,
+		message: s.decision.message,
+		failures: s.failures,
+		...(s.lastError ? { lastError: s.lastError } : {}),
+		...(s.serial ? { serial: s.serial } : {}),
+		...(s.notAfter ? { notAfter: s.notAfter } : {}),
+	};
 }

@@ -6,6 +6,8 @@ export interface SourceProblem {
 	/** File or certificate name the problem is about. */
 	subject: string;
 	error: CertificateeError;
+	/** A failed order (the renewal status carries it too): reported with the order, not as a source file. */
+	order?: true;
 }
 
 export interface SourceResult {

@@ -38,7 +38,7 @@ export const renewalStateSchema = z.object({
 	lastSuccessAt: isoDate.optional(),
 	failures: z.number().int().min(0),
 	lastFailureAt: isoDate.optional(),
-	lastError: z.object({ code: z.string(), message: z.string() }).optional(),
+	lastError: z.object({ code: z.string(), message: z.string(), hint: z.string().optional() }).optional(),
 	nextAttemptAt: isoDate.optional(),
 	/** Start times of orders in the last 24 h (loop breaker). */
 	orders: z.array(isoDate),

@@ -169,6 +169,7 @@ describe("cli/status (the built CLI as a child process, on a real HAProxy)", () 
 			"FROM",
 			"EXPIRES IN",
 			"RENEWS IN",
+			"STATE",
 			"lb1",
 			"lb-down",
 			"files",

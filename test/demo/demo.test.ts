@@ -167,8 +167,8 @@ describe("demo (the built CLI as a child process)", () => {
 		]);
 		for (const c of summary.certificates) {
 			expect(c.targets).toEqual([
-				{ target: "demo-files", converged: 1, total: 1 },
-				{ target: "demo-haproxy", converged: 1, total: 1 },
+				{ target: "demo-files", converged: 1, total: 1, reasons: [] },
+				{ target: "demo-haproxy", converged: 1, total: 1, reasons: [] },
 			]);
 		}
 		expect(summary.duplicates).toEqual([]);

@@ -29,6 +29,10 @@ describe("deploy kit", () => {
 				"CertificateeRefOutOfSync",
 				"CertificateeReloadCaused",
 				"CertificateeRenewalLoopBreakerOpen",
+				"CertificateeDown",
+				"CertificateeNotReady",
+				"CertificateeSourceProblems",
+				"CertificateeOrderFailing",
 			]),
 		);
 		for (const r of all) for (const m of metricNames(r.expr)) expect(known, `${r.alert}: ${m}`).toContain(m);

@@ -275,13 +275,16 @@ describe("metrics and health of the daemon on a real HAProxy", () => {
 		await assertReloadSafe(h);
 	});
 
-	it("/readyz is 200 after the cycle and names the endpoint whose socket does not exist", async () => {
+	it("/readyz is 503 after the cycle: no endpoint of target lb-gone was observed (its socket does not exist)", async () => {
 		const r = await readyz();
-		expect(r.status).toBe(200);
-		expect(r.body.ready).toBe(true);
+		expect(r.status).toBe(503);
+		expect(r.body.ready).toBe(false);
+		expect(r.body.unobservedTargets).toEqual(["lb-gone"]);
 		const failed = r.body.failedEndpoints as Array<{ target: string; endpoint: string; error: string }>;
-		expect(failed.map((f) => `${f.target}/${f.endpoint}`)).toEqual(["lb-gone/lb-gone"]);
-		expect(failed[0]?.error).toContain("no-such.sock");
+		const gone = failed.find((f) => f.target === "lb-gone");
+		expect(gone?.error).toContain("no-such.sock");
+		// lb1 was observed; its refused update (shop drops a name) is named too.
+		expect(failed.find((f) => f.target === "lb1")?.error).toContain("UPDATE_DROPS_NAMES");
 		expectNoKeyMaterial(r.text, [keeper.keyPem]);
 	});
 

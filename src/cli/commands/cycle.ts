@@ -1,10 +1,11 @@
 /** `plan`, `sync --once` and `status`: one cycle through the same runCycle, shown three ways. */
 import type { Config } from "../../config/schema.js";
 import { buildEngine } from "../../daemon/engine.js";
+import { CertificateeError } from "../../errors.js";
 import { runCycle } from "../../reconcile/cycle.js";
-import { failedEndpoints } from "../../reconcile/report.js";
+import { cycleOutcome } from "../../reconcile/report.js";
 import type { CommandContext } from "../context.js";
-import { EXIT, ExitError } from "../exit.js";
+import { cycleExitCode, EXIT, ExitError } from "../exit.js";
 import { renderPlan, renderStatus } from "../print.js";
 import { createProgress } from "../progress.js";
 import { statusSummary } from "../status-view.js";
@@ -15,30 +16,12 @@ export async function planCommand(ctx: CommandContext): Promise<void> {
 	const engine = await buildEngine(config, { log: ctx.log, readOnly: true });
 	try {
 		const report = await runCycle(engine.deps, "plan", new AbortController().signal);
-		const orders = engine
-			.renewals()
-			.filter((r) => r.decision.action === "renew-now")
-			.map((r) => ({
-				certificate: r.name,
-				issuer: r.issuer,
-				reason: r.decision.reason,
-				message: r.decision.message,
-			}));
+		const orders = (report.renewals ?? [])
+			.filter((r) => r.state === "due" || r.state === "failing")
+			.map((r) => ({ certificate: r.certificate, issuer: r.issuer, reason: r.reason, message: r.message }));
 		if (ctx.options.json) ctx.out(JSON.stringify({ ...report, orders }, null, 2));
-		else {
-			for (const o of orders) ctx.out(`order ${o.certificate} from ${o.issuer}: ${o.message}`);
-			const lines = renderPlan(report, styler(process.stdout.isTTY === true));
-			// Certificates not issued yet are not in the report's targets: the last line must not say "converged".
-			if (orders.length > 0 && lines.at(-1) === "converged: nothing to do") {
-				lines[lines.length - 1] =
-					`${orders.length} order${orders.length === 1 ? "" : "s"} pending; targets are then synced`;
-			}
-			for (const line of lines) ctx.out(line);
-		}
-		const pending =
-			orders.length + report.targets.flatMap((t) => t.endpoints).reduce((n, e) => n + e.steps.length, 0);
-		if (failedEndpoints(report).length > 0) throw new ExitError(EXIT.error);
-		if (pending > 0) throw new ExitError(EXIT.changesPending);
+		else for (const line of renderPlan(report, styler(process.stdout.isTTY === true))) ctx.out(line);
+		exitWith(cycleExitCode(cycleOutcome(report), "plan"));
 	} finally {
 		await engine.close();
 	}
@@ -56,12 +39,16 @@ export async function syncCommand(ctx: CommandContext): Promise<void> {
 		engine.afterCycle?.(report);
 		if (ctx.options.json) ctx.out(JSON.stringify(report, null, 2));
 		else for (const line of renderPlan(report, styler(process.stdout.isTTY === true))) ctx.out(line);
-		if (failedEndpoints(report).length > 0) throw new ExitError(EXIT.error);
+		exitWith(cycleExitCode(cycleOutcome(report), "sync"));
 	} finally {
 		process.off("SIGTERM", onSignal);
 		process.off("SIGINT", onSignal);
 		await engine.close();
 	}
+}
+
+function exitWith(code: number): void {
+	if (code !== EXIT.ok) throw new ExitError(code);
 }
 
 /** Endpoints a configuration reaches (a Data Plane API target has several; the others one). */
@@ -82,18 +69,21 @@ export async function statusCommand(ctx: CommandContext, options: { endpoint?: s
 			new AbortController().signal,
 		);
 		progress.done();
-		const renewals = new Map(
-			engine.renewals().map((r) => [r.name, { nextRenewal: new Date(r.nextRenewalAt), issuer: r.issuer }]),
-		);
+		const endpoints = report.targets.flatMap((t) => t.endpoints.map((e) => e.endpoint));
+		if (options.endpoint !== undefined && !endpoints.includes(options.endpoint)) {
+			throw new CertificateeError("CONFIG_INVALID", `no endpoint named "${options.endpoint}"`, {
+				context: { field: "--endpoint" },
+				hint: `endpoints: ${[...new Set(endpoints)].join(", ") || "none configured"}`,
+			});
+		}
 		if (ctx.options.json) {
-			const summary = statusSummary(report, renewals);
+			const summary = statusSummary(report);
 			ctx.out(JSON.stringify({ ...report, renewals: engine.renewals(), summary }, null, 2));
 			return;
 		}
 		const lines = renderStatus(report, styler(process.stdout.isTTY === true), {
 			now: new Date(),
 			...(options.endpoint ? { endpoint: options.endpoint } : {}),
-			renewals,
 		});
 		for (const line of lines) ctx.out(line);
 	} finally {

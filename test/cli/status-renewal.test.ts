@@ -1,0 +1,117 @@
+/**
+ * `certificatee status` for certificates certificatee issues but cannot get: never issued, backing off after a
+ * failed order, and blocked by the daily order cap. The ACME server is a closed port (nothing listens), the
+ * target a real directory; the CLI runs as a child process. Text and JSON must both say what is wrong,
+ * the last error and when the next attempt is.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { StatusSummary } from "../../src/cli/status-view.js";
+import { certificatee, ensureBuilt } from "../harness/cli.js";
+import { freePorts } from "../harness/ports.js";
+
+let dir: string;
+let closedPort: number;
+
+beforeAll(async () => {
+	await ensureBuilt();
+	dir = mkdtempSync(join(tmpdir(), "certificatee-status-renewal-"));
+	[closedPort] = (await freePorts(1)) as [number];
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function configFile(name: string, maxOrdersPerDay?: number): string {
+	const out = join(dir, name, "out");
+	mkdirSync(out, { recursive: true });
+	const config = {
+		state_dir: join(dir, name, "state"),
+		sources: [
+			{ name: "le", type: "acme", directory_url: `http://127.0.0.1:${closedPort}/dir`, http_retries: 0 },
+		],
+		certificates: [{ name: "web", domains: ["web.test", "www.web.test"], issuer: "le" }],
+		...(maxOrdersPerDay ? { renewal: { max_orders_per_day: maxOrdersPerDay } } : {}),
+		targets: [{ name: "files", type: "directory", path: out, layout: "kubernetes-tls" }],
+	};
+	const file = join(dir, name, "certificatee.yaml");
+	writeFileSync(file, JSON.stringify(config, null, 2));
+	return file;
+}
+
+async function status(config: string): Promise<{ text: string; summary: StatusSummary }> {
+	const text = await certificatee(["status", "--config", config]);
+	expect(text.code, text.stderr).toBe(0);
+	const json = await certificatee(["--json", "status", "--config", config]);
+	expect(json.code, json.stderr).toBe(0);
+	return { text: text.stdout, summary: (JSON.parse(json.stdout) as { summary: StatusSummary }).summary };
+}
+
+const row = (text: string, name: string) => text.split("\n").find((l) => l.startsWith(`${name} `)) ?? "";
+
+describe("status of issued certificates that are not there (ACME server unreachable)", () => {
+	it("never issued: a row with its names, state due, 0/1 with the reason", async () => {
+		const { text, summary } = await status(configFile("fresh"));
+		expect(row(text, "web")).toMatch(/^web\s+web\.test,www\.web\.test\s+not issued\s+-\s+\S+\s+due\s+0\/1$/);
+		// A directory target's endpoint is its path.
+		expect(text).toContain(`web on files/${join(dir, "fresh", "out")}: not issued yet`);
+		const web = summary.certificates.find((c) => c.name === "web");
+		expect(web).toMatchObject({
+			names: ["web.test", "www.web.test"],
+			issuer: "le",
+			state: "due",
+			targets: [
+				{
+					target: "files",
+					converged: 0,
+					total: 1,
+					reasons: [`${join(dir, "fresh", "out")}: not issued yet`],
+				},
+			],
+		});
+		expect(web?.lastError).toBeUndefined();
+	});
+
+	it("after a failed order: backing off until T, the last error's code and message, the next attempt", async () => {
+		const config = configFile("backoff");
+		const sync = await certificatee(["sync", "--once", "--config", config]);
+		expect(sync.code).toBe(1);
+		const { text, summary } = await status(config);
+		const web = summary.certificates.find((c) => c.name === "web");
+		expect(web?.state).toBe("backing-off");
+		expect(web?.lastError?.code).toBe("ACME_ERROR");
+		expect(web?.lastError?.message).toContain("ECONNREFUSED");
+		const next = Date.parse(web?.nextAttempt ?? "");
+		// The first backoff is one minute.
+		expect(next - Date.now()).toBeGreaterThan(0);
+		expect(next - Date.now()).toBeLessThanOrEqual(60_000);
+		expect(web?.stateText).toBe(`backing off until ${web?.nextAttempt}`);
+		expect(row(text, "web")).toMatch(/\sbacking-off\s+0\/1$/);
+		expect(text).toContain(`web: backing off until ${web?.nextAttempt}`);
+		expect(text).toMatch(/^ {2}last error ACME_ERROR: .*ECONNREFUSED/m);
+		expect(text).toContain(`  next attempt ${web?.nextAttempt}`);
+	});
+
+	it("the daily order cap reached: blocked by the daily cap until T, with the last error", async () => {
+		const config = configFile("capped", 1);
+		const sync = await certificatee(["sync", "--once", "--config", config]);
+		expect(sync.code).toBe(1);
+		expect(sync.stdout).toMatch(/^order web from le failed: ACME_ERROR/m);
+		const { text, summary } = await status(config);
+		const web = summary.certificates.find((c) => c.name === "web");
+		expect(web?.state).toBe("capped");
+		expect(web?.lastError?.code).toBe("ACME_ERROR");
+		// The cap reopens 24 h after the order.
+		const reopen = Date.parse(web?.nextAttempt ?? "") - Date.now();
+		expect(reopen).toBeGreaterThan(23 * 3_600_000);
+		expect(reopen).toBeLessThanOrEqual(24 * 3_600_000);
+		expect(text).toContain(`web: blocked by the daily cap until ${web?.nextAttempt}`);
+		expect(text).toMatch(/^ {2}last error ACME_ERROR: /m);
+		// plan says it too, and exits 1: nothing can converge until the cap reopens.
+		const plan = await certificatee(["plan", "--config", config]);
+		expect(plan.code).toBe(1);
+		expect(plan.stdout).toMatch(/^order web from le blocked by the daily cap until /m);
+		expect(plan.stdout.trimEnd().split("\n").at(-1)).toMatch(/^not converged: 1 failed order/);
+	});
+});
