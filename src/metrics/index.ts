@@ -79,7 +79,7 @@ export function createMetrics(): Metrics {
 			for (const e of endpoints()) {
 				if (!e.ok) continue;
 				for (const v of e.verdicts) {
-					if (!("certificate" in v) || !("ref" in v)) continue;
+					if (!("certificate" in v) || v.certificate === undefined || !("ref" in v)) continue;
 					const c = certificateOnEndpoint(e, v.certificate);
 					if (c === undefined) continue;
 					g.set({ target: e.target, endpoint: e.endpoint, certificate: v.certificate }, c.refInSync ? 1 : 0);
