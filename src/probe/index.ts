@@ -17,6 +17,11 @@ export interface ProbeOptions {
 	ca?: string;
 	/** Default 5000 ms. */
 	timeoutMs?: number;
+	/**
+	 * Ask as a client of this key type: "rsa" offers RSA signature algorithms only (a client that cannot
+	 * verify ECDSA), "ec" offers ECDSA first and RSA after. HAProxy picks among a name's certificates by them.
+	 */
+	keyType?: "rsa" | "ec";
 	signal?: AbortSignal;
 }
 
@@ -28,6 +33,23 @@ export interface ProbeResult extends ServedCertificate {
 import { parseHostPort } from "../net/address.js";
 
 export { parseHostPort };
+
+const RSA_SIGALGS = [
+	"rsa_pss_rsae_sha256",
+	"rsa_pss_rsae_sha384",
+	"rsa_pss_rsae_sha512",
+	"rsa_pkcs1_sha256",
+	"rsa_pkcs1_sha384",
+	"rsa_pkcs1_sha512",
+];
+const ECDSA_SIGALGS = ["ecdsa_secp256r1_sha256", "ecdsa_secp384r1_sha384", "ecdsa_secp521r1_sha512"];
+
+/** The `sigalgs` a client of this key type offers (undefined: node's defaults). */
+export function sigalgsFor(keyType: string | undefined): string | undefined {
+	if (keyType === "rsa") return RSA_SIGALGS.join(":");
+	if (keyType === "ec") return [...ECDSA_SIGALGS, ...RSA_SIGALGS].join(":");
+	return undefined;
+}
 
 export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 	let target: { host: string; port: number };
@@ -53,6 +75,7 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 			rejectUnauthorized: false,
 			ca: options.ca,
 			ALPNProtocols: ["http/1.1"],
+			...(options.keyType ? { sigalgs: sigalgsFor(options.keyType) } : {}),
 		});
 		const finish = (fn: () => void) => {
 			clearTimeout(timer);
@@ -81,6 +104,7 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 					fingerprint: info.fingerprint,
 					names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
 					notAfter: info.notAfter,
+					keyType: info.keyType,
 				};
 				if (verified !== undefined) result.verified = verified;
 				resolve(result);

@@ -3,7 +3,6 @@
  * Failures are values: an endpoint that does not answer yields a report with its error, never an exception.
  */
 import pLimit from "p-limit";
-import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
 import type { Action, DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
@@ -178,13 +177,16 @@ function errorView(e: CertificateeError): { code: string; message: string; hint?
 	return { code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) };
 }
 
-/** Probes every (non-wildcard) name of every desired certificate, a few handshakes at a time. */
+/**
+ * Probes every DNS name (not wildcards, not IP SANs: an IP used as SNI gets the default certificate) of every
+ * desired certificate, as a client of its key type, a few handshakes at a time.
+ */
 async function probeAll(job: EndpointJob): Promise<Array<{ view: ServedView; served?: ServedCertificate }>> {
 	const probe = job.driver.probe?.bind(job.driver);
 	if (probe === undefined) return [];
 	const limit = pLimit(PROBE_CONCURRENCY);
 	const names = job.desired.flatMap(({ certificate }) =>
-		bundleNames(certificate.bundle)
+		certificate.bundle.leaf.dnsNames
 			.filter((sni) => !sni.startsWith("*."))
 			.map((sni) => ({ sni, certificate })),
 	);
@@ -193,7 +195,12 @@ async function probeAll(job: EndpointJob): Promise<Array<{ view: ServedView; ser
 			limit(async (): Promise<{ view: ServedView; served?: ServedCertificate }> => {
 				const expectedSerial = certificate.bundle.leaf.serial;
 				try {
-					const served = await probe(sni, job.signal);
+					const keyType = certificate.bundle.leaf.keyType;
+					const served = await probe(
+						sni,
+						job.signal,
+						keyType === "rsa" || keyType === "ec" ? keyType : undefined,
+					);
 					return {
 						served,
 						view: {

@@ -2,7 +2,8 @@
  * The plain data the reconciler works on: what an endpoint holds (observation), what should be there
  * (desired certificates), and the operations that move one to the other (actions). No I/O here.
  */
-import type { Bundle } from "../certificates/types.js";
+import type { ChainView } from "../certificates/chain.js";
+import type { Bundle, CertificateInfo } from "../certificates/types.js";
 import type { CertificateeError } from "../errors.js";
 
 /** One certificate certificatee is responsible for, from a source or an issuer. */
@@ -27,6 +28,12 @@ export interface RefMeta {
 	notAfter?: Date;
 	/** DNS and IP names the certificate covers, lowercase, sorted. */
 	names?: string[];
+	/** `names` holds DNS names only (HAProxy's listing prints no IP SANs, and no file told them). */
+	namesDnsOnly?: boolean;
+	/** The leaf's public-key algorithm: HAProxy serves one certificate per key type for a name. */
+	keyType?: CertificateInfo["keyType"];
+	/** What the side shows of the intermediates (exact on local files, by name elsewhere). */
+	chain?: ChainView;
 	/** HAProxy's runtime status: Used, Unused, Empty, Uncommitted. */
 	status?: string;
 }
@@ -86,6 +93,8 @@ export interface ServedCertificate {
 	fingerprint: string;
 	names: string[];
 	notAfter: Date;
+	/** The served leaf's public-key algorithm (a client's signature algorithms choose among key types). */
+	keyType?: CertificateInfo["keyType"];
 }
 
 /**
@@ -98,5 +107,6 @@ export interface EndpointDriver {
 	readonly name: string;
 	observe(signal: AbortSignal): Promise<EndpointObservation>;
 	apply(action: Action, signal: AbortSignal): Promise<ActionResult>;
-	probe?(sni: string, signal: AbortSignal): Promise<ServedCertificate>;
+	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
+	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
 }

@@ -110,7 +110,7 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 				} else {
 					const why = v.keeperStable
 						? "legacy duplicate kept current (legacy_duplicates: report)"
-						: `legacy duplicate kept current until ${v.keeper} is stable`;
+						: `legacy duplicate kept current until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`;
 					if (v.staleSides.includes("storage"))
 						write(keeperSteps, v.ref, v.certificate, "storage-replace", why);
 					if (v.staleSides.includes("runtime")) write(keeperSteps, v.ref, v.certificate, "runtime-set", why);
@@ -126,7 +126,7 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 						v.ref,
 						v.certificate,
 						"runtime-set",
-						`deleted duplicate kept current in runtime until ${v.keeper} is stable`,
+						`deleted duplicate kept current in runtime until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`,
 					);
 				}
 				break;

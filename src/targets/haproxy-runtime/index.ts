@@ -3,7 +3,7 @@
  * files in crt_dir. observe() reads both sides (files, HAProxy's in-memory store and crt-lists) over one
  * connection; apply() performs one Action and reports it as a value; nothing here ever reloads HAProxy.
  */
-import { type Bundle, checkBundle, combinedPem } from "../../certificates/index.js";
+import { type Bundle, checkBundle, combinedPem, keyTypeOf } from "../../certificates/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
 import type {
@@ -85,7 +85,9 @@ export function createRuntimeEndpoint(
 			for (const [ref, meta] of files) refOf(ref).storage = meta;
 			inDir.forEach((name, i) => {
 				const detail = details[i];
-				if (detail) refOf(name.slice(prefix.length)).runtime = runtimeMeta(detail);
+				if (!detail) return;
+				const r = refOf(name.slice(prefix.length));
+				r.runtime = runtimeMeta(detail, r.storage);
 			});
 			for (const { list: l, entries } of members) {
 				for (const e of entries) {
@@ -216,17 +218,33 @@ export function createRuntimeEndpoint(
 	};
 	const probeAddress = config.probe;
 	if (probeAddress !== undefined) {
-		driver.probe = (sni, signal) =>
-			probeServed({ address: probeAddress, sni, signal, timeoutMs: deps.probeTimeoutMs ?? 5_000 });
+		driver.probe = (sni, signal, keyType) =>
+			probeServed({
+				address: probeAddress,
+				sni,
+				signal,
+				timeoutMs: deps.probeTimeoutMs ?? 5_000,
+				...(keyType ? { keyType } : {}),
+			});
 	}
 	return driver;
 }
 
-function runtimeMeta(detail: CertDetail): RefMeta {
-	const meta: RefMeta = { status: detail.status, names: servedNames(detail) };
+/**
+ * HAProxy's view of a certificate. Its listing prints DNS names only: when the file holds the same leaf, the
+ * file's names (IP SANs included) are the certificate's; otherwise the names are marked DNS-only.
+ */
+function runtimeMeta(detail: CertDetail, file: RefMeta | undefined): RefMeta {
+	const sameLeaf = file?.sha1 !== undefined && file.sha1 === detail.sha1 && file.names !== undefined;
+	const meta: RefMeta = {
+		status: detail.status,
+		...(sameLeaf ? { names: file.names } : { names: servedNames(detail), namesDnsOnly: true }),
+		chain: { kind: "names", pairs: detail.chain },
+	};
 	if (detail.serial) meta.serial = detail.serial;
 	if (detail.sha1) meta.sha1 = detail.sha1;
 	if (detail.notAfter) meta.notAfter = detail.notAfter;
+	if (detail.algorithm) meta.keyType = keyTypeOf(detail.algorithm);
 	return meta;
 }
 
