@@ -32,6 +32,18 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		expect(r.stdout).toContain("certificates[0].issuer:");
 	});
 
+	it("rejects two certificates whose names give one storage name, naming both", async () => {
+		const f = join(dir, "collide.yaml");
+		writeFileSync(
+			f,
+			"sources:\n  - { name: ca, type: local-ca }\ncertificates:\n  - { name: example.com, domains: [example.com], issuer: ca }\n  - { name: example_com, domains: [www.example.com], issuer: ca }\n",
+		);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("certificates[1].name");
+		expect(r.stdout).toContain('"example_com" and "example.com" (certificates[0]) both become example_com.pem');
+	});
+
 	it("reads CERTIFICATEE_CONFIG and prints JSON with --json", async () => {
 		const f = join(dir, "env.yaml");
 		writeFileSync(f, "listen: bad\n");
