@@ -3,7 +3,7 @@
  * Verification is off on purpose: the probe reads what is served (expired, self-signed, wrong name
  * included) so certificatee can compare it with what it pushed. Nothing is sent after the handshake.
  */
-import { connect } from "node:tls";
+import { connect, type DetailedPeerCertificate } from "node:tls";
 import { describeCertificate, normaliseSerial } from "../certificates/index.js";
 import { CertificateeError } from "../errors.js";
 import type { ServedCertificate } from "../reconcile/model.js";
@@ -26,6 +26,8 @@ export interface ProbeOptions {
 }
 
 export interface ProbeResult extends ServedCertificate {
+	/** SHA-256 of each certificate the server sent after the leaf, in order (uppercase hex). */
+	chain: string[];
 	/** Only with `ca`: the served chain verified against it (names are not checked). */
 	verified?: boolean;
 }
@@ -49,6 +51,19 @@ export function sigalgsFor(keyType: string | undefined): string | undefined {
 	if (keyType === "rsa") return RSA_SIGALGS.join(":");
 	if (keyType === "ec") return [...ECDSA_SIGALGS, ...RSA_SIGALGS].join(":");
 	return undefined;
+}
+
+/** The certificates sent after the leaf, following issuer links until a repeat (a root links to itself). */
+function sentChain(peer: DetailedPeerCertificate): string[] {
+	const seen = new Set<string>([peer.fingerprint256]);
+	const chain: string[] = [];
+	let next = peer.issuerCertificate as DetailedPeerCertificate | undefined;
+	while (next?.fingerprint256 && !seen.has(next.fingerprint256)) {
+		seen.add(next.fingerprint256);
+		chain.push(next.fingerprint256.replace(/:/g, ""));
+		next = next.issuerCertificate;
+	}
+	return chain;
 }
 
 export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
@@ -90,6 +105,8 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 		const onAbort = () => finish(() => reject(failed("aborted")));
 		options.signal?.addEventListener("abort", onAbort, { once: true });
 		socket.once("secureConnect", () => {
+			// Read the chain first: after getPeerX509Certificate(), node 20 reports no issuer links.
+			const chain = sentChain(socket.getPeerCertificate(true));
 			const peer = socket.getPeerX509Certificate();
 			const verified = options.ca === undefined ? undefined : socket.authorized;
 			finish(() => {
@@ -105,6 +122,7 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 					names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
 					notAfter: info.notAfter,
 					keyType: info.keyType,
+					chain,
 				};
 				if (verified !== undefined) result.verified = verified;
 				resolve(result);
