@@ -73,7 +73,14 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
 		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
 		legacyDuplicates: job.policy.legacyDuplicates,
+		served: servedBefore.flatMap((s) => (s.served ? [s.served] : [])),
+		reinserts: job.driver.reinserts === true,
 	});
+	// Names this cycle's writes hand to another ref, reported before the write (cleared below if served right).
+	verdicts = [
+		...verdicts,
+		...plan.shadowed.filter((p) => !verdicts.some((v) => v.class === "shadowed" && v.sni === p.sni)),
+	];
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
 	let served = servedBefore;
 	if (job.mode === "sync" && plan.steps.length > 0) {

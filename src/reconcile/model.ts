@@ -70,6 +70,8 @@ export type Action =
 			bundle: Bundle;
 	  }
 	| { op: "crt-list-remove"; ref: string; runtimeName: string; crtList: string }
+	/** Commit a ref again with the content HAProxy holds, so its SNI entries go behind a keeper just written. */
+	| { op: "runtime-reinsert"; ref: string; runtimeName: string }
 	| { op: "runtime-delete"; ref: string; runtimeName: string }
 	| { op: "storage-delete"; ref: string };
 
@@ -105,6 +107,8 @@ export interface ServedCertificate {
  */
 export interface EndpointDriver {
 	readonly name: string;
+	/** Can perform `runtime-reinsert` (it can read the content HAProxy holds: the runtime target's local files). */
+	readonly reinserts?: boolean;
 	observe(signal: AbortSignal): Promise<EndpointObservation>;
 	apply(action: Action, signal: AbortSignal): Promise<ActionResult>;
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */

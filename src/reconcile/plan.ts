@@ -4,7 +4,8 @@
  * never brings back old content), then duplicate removals (crt-list, runtime, storage: never a reload).
  */
 import type { Verdict } from "./classify.js";
-import type { Action, DesiredCertificate, ObservedRef } from "./model.js";
+import type { Action, DesiredCertificate, ObservedRef, ServedCertificate } from "./model.js";
+import { planServing, type ServingAfter } from "./serving.js";
 
 export interface PlannedStep {
 	action: Action;
@@ -15,6 +16,10 @@ export interface EndpointPlan {
 	steps: PlannedStep[];
 	/** Things that need an operator, e.g. a new certificate that only a reload can make live. */
 	notes: string[];
+	/** Which ref serves each name of every keeper written at runtime, once the steps ran. */
+	servingAfter: ServingAfter[];
+	/** Names the writes hand to another ref (reported before the write, naming it). */
+	shadowed: Extract<Verdict, { class: "shadowed" }>[];
 }
 
 export interface PlanInput {
@@ -26,6 +31,10 @@ export interface PlanInput {
 	/** The crt-list (or crt directory) new certificates are added to at runtime; none: they wait for a reload. */
 	newCertificateCrtList?: string;
 	legacyDuplicates: "remove" | "report";
+	/** Probe results before the writes, to tell who serves a name now. */
+	served?: readonly ServedCertificate[];
+	/** The driver can re-insert a ref behind a keeper (`runtime-reinsert`). */
+	reinserts?: boolean;
 }
 
 export function planEndpoint(input: PlanInput): EndpointPlan {
@@ -142,5 +151,12 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 			}
 		}
 	}
-	return { steps: [...keeperSteps, ...removalSteps], notes };
+	const serving = planServing({
+		steps: [...keeperSteps, ...removalSteps],
+		refs: input.refs,
+		desired: input.desired,
+		...(input.served ? { served: input.served } : {}),
+		reinserts: input.reinserts === true,
+	});
+	return { steps: serving.steps, notes, servingAfter: serving.servingAfter, shadowed: serving.shadowed };
 }

@@ -41,7 +41,9 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		const r = await certificatee(["validate", "--config", f]);
 		expect(r.code).toBe(1);
 		expect(r.stdout).toContain("certificates[1].name");
-		expect(r.stdout).toContain('"example_com" and "example.com" (certificates[0]) both become example_com.pem');
+		expect(r.stdout).toContain(
+			'"example_com" and "example.com" (certificates[0]) both become example_com.pem',
+		);
 	});
 
 	it("reads CERTIFICATEE_CONFIG and prints JSON with --json", async () => {

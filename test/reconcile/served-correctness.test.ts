@@ -151,7 +151,10 @@ describe("chains, wildcards and keepers on a real HAProxy (haproxy-runtime targe
 		expect(await h.command(`show ssl cert ${h.crtDir}/chain.pem`)).toContain("new root");
 		expect(writes(await cycle(t, want))).toEqual([]);
 		await assertReloadSafe(h);
-		console.log(JSON.stringify(await probeServed({ address: h.address, sni: "chain.test" })), await h.command(`show ssl cert ${h.crtDir}/chain.pem`));
+		console.log(
+			JSON.stringify(await probeServed({ address: h.address, sni: "chain.test" })),
+			await h.command(`show ssl cert ${h.crtDir}/chain.pem`),
+		);
 		expect((await probeServed({ address: h.address, sni: "chain.test" })).chain).toEqual([
 			fingerprint(crossed.certPem),
 		]);

@@ -140,6 +140,13 @@ async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): 
 		case "runtime-delete":
 			await client.runtime.delete(action.runtimeName, signal);
 			return {};
+		case "runtime-reinsert":
+			// Never planned for this driver (it cannot read the content HAProxy holds): refuse, never guess.
+			throw new CertificateeError(
+				"ENDPOINT_ERROR",
+				`${ctx.endpoint}: cannot re-insert ${action.runtimeName} through the Data Plane API`,
+				{ context: { endpoint: ctx.endpoint, ref: action.ref, operation: action.op } },
+			);
 		case "storage-delete":
 			try {
 				return reloaded(ctx, action, (await client.storage.delete(action.ref, signal)).reload);

@@ -3,6 +3,7 @@
  * files in crt_dir. observe() reads both sides (files, HAProxy's in-memory store and crt-lists) over one
  * connection; apply() performs one Action and reports it as a value; nothing here ever reloads HAProxy.
  */
+import { readFile } from "node:fs/promises";
 import { type Bundle, checkBundle, combinedPem, keyTypeOf } from "../../certificates/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
@@ -18,7 +19,7 @@ import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
-import { type CrtDirCache, readCrtDir, removeFile, writeAtomic } from "./storage.js";
+import { type CrtDirCache, leafMeta, readCrtDir, refPath, removeFile, writeAtomic } from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
 export { checkNameRemoval, droppedNames } from "./guard.js";
@@ -185,11 +186,39 @@ export function createRuntimeEndpoint(
 				await client.delCert(action.runtimeName);
 				return { action, ok: true };
 			}
+			case "runtime-reinsert":
+				return reinsert(action);
 			default: {
 				const never: never = action;
 				throw new Error(`unknown action ${JSON.stringify(never)}`);
 			}
 		}
+	}
+
+	/**
+	 * Commits a ref again with the content HAProxy already holds (its file, when the file holds the same leaf
+	 * and chain), so its SNI entries go behind the keeper just written. Never sends other content.
+	 */
+	async function reinsert(action: Extract<Action, { op: "runtime-reinsert" }>): Promise<ActionResult> {
+		const held = await client.showCert(action.runtimeName);
+		if (held === undefined) return { action, ok: true, note: "not in HAProxy's store" };
+		const pem = await readFile(refPath(config.crt_dir, action.ref), "utf8").catch(() => undefined);
+		const file = pem === undefined ? {} : leafMeta(pem);
+		const sameChain =
+			file.chain?.kind === "fingerprints" && file.chain.fingerprints.length === held.chain.length;
+		if (pem === undefined || file.sha1 !== held.sha1 || !sameChain) {
+			const error = new CertificateeError(
+				"ENDPOINT_ERROR",
+				`${config.name}: cannot re-insert ${action.runtimeName}: its file does not hold what HAProxy serves`,
+				{
+					context: { ...context, ref: action.ref, operation: action.op },
+					hint: "the names it shares with the keeper are served by it until it is removed or a reload",
+				},
+			);
+			return { action, ok: false, error };
+		}
+		await updateCertificate(client, action.runtimeName, pem);
+		return { action, ok: true };
 	}
 
 	/** HAProxy accepts expired certificates: certificatee checks dates (and chain) itself. */
@@ -212,6 +241,7 @@ export function createRuntimeEndpoint(
 
 	const driver: RuntimeEndpoint = {
 		name: config.name,
+		reinserts: true,
 		observe,
 		apply,
 		close: () => client.close(),
