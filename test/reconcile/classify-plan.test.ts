@@ -27,6 +27,7 @@ function run(
 		served?: ServedCertificate[];
 		crtList?: string;
 		knownPinned?: ReadonlyMap<string, string>;
+		reinserts?: boolean;
 	} = {},
 ) {
 	const desired = (options.desired ?? [keeper]).map((c) => ({ ref: `${c.name}.pem`, certificate: c }));
@@ -45,8 +46,11 @@ function run(
 		runtimeNameFor: (r) => `/etc/haproxy/ssl/${r}`,
 		newCertificateCrtList: options.crtList ?? "/etc/haproxy/ssl",
 		legacyDuplicates: policy.legacyDuplicates,
+		...(options.served ? { served: options.served } : {}),
+		reinserts: options.reinserts ?? false,
 	});
 	return {
+		plan,
 		verdicts,
 		classes: Object.fromEntries(verdicts.map((v) => ["ref" in v ? v.ref : `sni:${v.sni}`, v.class])),
 		ops: plan.steps.map((s) => `${s.action.op} ${s.action.ref}`),
@@ -436,6 +440,76 @@ describe("reconcile/classify + plan", () => {
 			keeperUnstable: "barsone.pem is not in /etc/haproxy/other.list, where the duplicate serves its names",
 		});
 		expect(r.ops).toEqual([]);
+	});
+
+	describe("a keeper update beside a certificate whose names overlap its own", () => {
+		const partialNames = ["barsone.test", "partial.test"];
+		const soon = new Date(Date.now() + 3 * 86_400_000);
+		const refs = () => [
+			ref("barsone.pem", {
+				storage: metaOf(keeper),
+				runtime: { ...oldMeta(keeper.names, "0E01"), notAfter: new Date(Date.now() + 20 * 86_400_000) },
+			}),
+			ref("partial.pem", {
+				storage: { ...oldMeta(partialNames, "0E02"), notAfter: soon },
+				runtime: { ...oldMeta(partialNames, "0E02"), notAfter: soon },
+			}),
+		];
+		const probe = (serial: string): ServedCertificate[] => [
+			{ sni: "barsone.test", serial, fingerprint: "", names: keeper.names, notAfter: new Date() },
+		];
+
+		it("re-inserts the overlapping certificate right after the keeper, so the keeper keeps serving every name", () => {
+			const r = run(refs(), { served: probe("0E01"), reinserts: true });
+			expect(r.classes["partial.pem"]).toBe("ambiguous");
+			expect(r.ops).toEqual(["runtime-set barsone.pem", "runtime-reinsert partial.pem"]);
+			expect(r.plan.servingAfter).toEqual([
+				{ sni: "barsone.test", ref: "barsone.pem", certificate: "barsone" },
+				{ sni: "www.barsone.test", ref: "barsone.pem", certificate: "barsone" },
+			]);
+			expect(r.plan.shadowed).toEqual([]);
+		});
+
+		it("where it cannot re-insert, says before the write that the name goes to the culprit, which expires sooner", () => {
+			const r = run(refs(), { served: probe("0E01"), reinserts: false });
+			expect(r.ops).toEqual(["runtime-set barsone.pem"]);
+			expect(r.plan.servingAfter[0]).toEqual({
+				sni: "barsone.test",
+				ref: "partial.pem",
+				certificate: "barsone",
+			});
+			expect(r.plan.shadowed).toEqual([
+				expect.objectContaining({
+					class: "shadowed",
+					sni: "barsone.test",
+					servedBy: "partial.pem",
+					servedSerial: "0E02",
+					why: expect.stringMatching(
+						/serves partial.pem for barsone.test .*before barsone.pem's current certificate/,
+					),
+				}),
+			]);
+		});
+
+		it("does not reorder what HAProxy serves when the other certificate serves the name already (a reload would undo it)", () => {
+			const r = run(refs(), { served: probe("0E02"), reinserts: true });
+			expect(r.ops).toEqual(["runtime-set barsone.pem"]);
+			expect(r.plan.shadowed.map((v) => v.servedBy)).toEqual(["partial.pem"]);
+		});
+
+		it("a duplicate kept current after the keeper is not a handover: it holds the same certificate", () => {
+			const r = run([
+				ref("barsone.pem", { storage: oldMeta(keeper.names), runtime: oldMeta(keeper.names) }),
+				ref("legacy_barsone.pem", {
+					storage: oldMeta(keeper.names, "0BEE"),
+					runtime: oldMeta(keeper.names, "0BEE"),
+				}),
+			]);
+			expect(r.plan.shadowed).toEqual([]);
+			expect(
+				r.plan.servingAfter.every((s) => s.ref === "barsone.pem" || s.ref === "legacy_barsone.pem"),
+			).toBe(true);
+		});
 	});
 
 	it("leaves other desired certificates alone while handling one's duplicate", () => {
