@@ -100,6 +100,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		verdicts,
 		steps,
 		notes: plan.notes,
+		...(plan.servingAfter.length > 0 ? { servingAfter: plan.servingAfter } : {}),
 		served: served.map((s) => s.view),
 		refs: observation.refs.map((r) => {
 			const notAfter = r.runtime?.notAfter ?? r.storage?.notAfter;
