@@ -95,6 +95,26 @@ export function createMetrics(): Metrics {
 		},
 	);
 	gauge(
+		"certificatee_shadowed_names",
+		"1 per SNI name HAProxy serves (or, planned, will serve) from another ref than the desired certificate's; served_by names the culprit.",
+		["target", "endpoint", "sni", "certificate", "served_by"],
+		(g) => {
+			for (const e of endpoints())
+				for (const v of e.verdicts)
+					if (v.class === "shadowed")
+						g.set(
+							{
+								target: e.target,
+								endpoint: e.endpoint,
+								sni: v.sni,
+								certificate: v.certificate,
+								served_by: v.servedBy ?? "unknown",
+							},
+							1,
+						);
+		},
+	);
+	gauge(
 		"certificatee_endpoint_up",
 		"1 when the endpoint answered the last observation.",
 		["target", "endpoint"],
