@@ -122,56 +122,61 @@ describe.each<Kind>(["runtime", "dataplane"])("key types on a real HAProxy (hapr
 	});
 });
 
-describe("chains, wildcards and keepers on a real HAProxy (haproxy-runtime target)", () => {
-	it("a chain-only change at the source (same leaf, corrected intermediate) is pushed and served", async () => {
-		const oldRoot = await createTestCa("old root");
-		const newRoot = await createTestCa("new root");
-		const inter = await createTestCa("issuing intermediate", { issuer: oldRoot });
-		// The same intermediate (name and key) cross-signed by the new root: only the chain differs.
-		const crossed = await createTestCa("issuing intermediate", { issuer: newRoot, keys: inter.keys });
-		const names = ["chain.test"];
-		const leaf = await issueTestLeaf(inter, { names, intermediates: [inter] });
-		const corrected = {
-			...leaf,
-			chainPem: crossed.certPem,
-			combinedPem: leaf.certPem + crossed.certPem + leaf.keyPem,
-		};
-		const { h, t } = await setup("runtime", { "chain.pem": leaf.combinedPem });
-		const want = [desired("chain", corrected, names)];
-		const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256.replace(/:/g, "");
-		expect((await probeServed({ address: h.address, sni: "chain.test" })).chain).toEqual([
-			fingerprint(inter.certPem),
-		]);
+describe.each<Kind>(["runtime", "dataplane"])(
+	"chains and wildcards on a real HAProxy (haproxy-%s target)",
+	(kind) => {
+		it("a chain-only change at the source (same leaf, corrected intermediate) is pushed and served", async () => {
+			const oldRoot = await createTestCa("old root");
+			const newRoot = await createTestCa("new root");
+			const inter = await createTestCa("issuing intermediate", { issuer: oldRoot });
+			// The same intermediate (name and key) cross-signed by the new root: only the chain differs.
+			const crossed = await createTestCa("issuing intermediate", { issuer: newRoot, keys: inter.keys });
+			const names = ["chain.test"];
+			const leaf = await issueTestLeaf(inter, { names, intermediates: [inter] });
+			const corrected = {
+				...leaf,
+				chainPem: crossed.certPem,
+				combinedPem: leaf.certPem + crossed.certPem + leaf.keyPem,
+			};
+			const { h, t } = await setup(kind, { "chain.pem": leaf.combinedPem });
+			const want = [desired("chain", corrected, names)];
+			const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256.replace(/:/g, "");
+			expect((await probeServed({ address: h.address, sni: "chain.test" })).chain).toEqual([
+				fingerprint(inter.certPem),
+			]);
 
-		const e = await cycle(t, want);
-		expect(writes(e)).toEqual(["storage-replace chain.pem", "runtime-set chain.pem"]);
-		const served = await probeServed({ address: h.address, sni: "chain.test" });
-		expect(served.serial).toBe(serial(leaf));
-		expect(served.chain).toEqual([fingerprint(crossed.certPem)]);
-		expect(await h.command(`show ssl cert ${h.crtDir}/chain.pem`)).toContain("new root");
-		expect(writes(await cycle(t, want))).toEqual([]);
-		await assertReloadSafe(h);
-		console.log(
-			JSON.stringify(await probeServed({ address: h.address, sni: "chain.test" })),
-			await h.command(`show ssl cert ${h.crtDir}/chain.pem`),
-		);
-		expect((await probeServed({ address: h.address, sni: "chain.test" })).chain).toEqual([
-			fingerprint(crossed.certPem),
-		]);
-	});
+			const e = await cycle(t, want);
+			expect(writes(e)).toEqual(["storage-replace chain.pem", "runtime-set chain.pem"]);
+			const served = await probeServed({ address: h.address, sni: "chain.test" });
+			expect(served.serial).toBe(serial(leaf));
+			expect(served.chain).toEqual([fingerprint(crossed.certPem)]);
+			expect(await h.command(`show ssl cert ${h.crtDir}/chain.pem`)).toContain("new root");
+			expect(writes(await cycle(t, want))).toEqual([]);
+			await assertReloadSafe(h);
+			console.log(
+				JSON.stringify(await probeServed({ address: h.address, sni: "chain.test" })),
+				await h.command(`show ssl cert ${h.crtDir}/chain.pem`),
+			);
+			expect((await probeServed({ address: h.address, sni: "chain.test" })).chain).toEqual([
+				fingerprint(crossed.certPem),
+			]);
+		});
 
-	it("a wildcard replacing the names it covers (www -> *.) is pushed, not refused, and served", async () => {
-		const v1 = await issueTestLeaf(ca, { names: ["www.wild.test"] });
-		const v2 = await issueTestLeaf(ca, { names: ["*.wild.test"] });
-		const { h, t } = await setup("runtime", { "wild.pem": v1.combinedPem });
-		const e = await cycle(t, [desired("wild", v2, ["*.wild.test"])]);
-		expect(e.verdicts[0]?.class).toBe("stale");
-		expect(writes(e)).toEqual(["storage-replace wild.pem", "runtime-set wild.pem"]);
-		expect((await probeServed({ address: h.address, sni: "www.wild.test" })).serial).toBe(serial(v2));
-		expect(writes(await cycle(t, [desired("wild", v2, ["*.wild.test"])]))).toEqual([]);
-		await assertReloadSafe(h, { names: ["www.wild.test"] });
-	});
+		it("a wildcard replacing the names it covers (www -> *.) is pushed, not refused, and served", async () => {
+			const v1 = await issueTestLeaf(ca, { names: ["www.wild.test"] });
+			const v2 = await issueTestLeaf(ca, { names: ["*.wild.test"] });
+			const { h, t } = await setup(kind, { "wild.pem": v1.combinedPem });
+			const e = await cycle(t, [desired("wild", v2, ["*.wild.test"])]);
+			expect(e.verdicts[0]?.class).toBe("stale");
+			expect(writes(e)).toEqual(["storage-replace wild.pem", "runtime-set wild.pem"]);
+			expect((await probeServed({ address: h.address, sni: "www.wild.test" })).serial).toBe(serial(v2));
+			expect(writes(await cycle(t, [desired("wild", v2, ["*.wild.test"])]))).toEqual([]);
+			await assertReloadSafe(h, { names: ["www.wild.test"] });
+		});
+	},
+);
 
+describe("keepers on a real HAProxy (haproxy-runtime target)", () => {
 	it("an Unused keeper is not stable: its duplicate is kept current and never removed, and the plan says why", async () => {
 		const names = ["unused.test"];
 		const keeper = await issueTestLeaf(ca, { names });
