@@ -7,7 +7,7 @@ import { localCaSourceSchema } from "../sources/local-ca/schema.js";
 import { directoryTargetSchema } from "../targets/directory/schema.js";
 import { dataplaneTargetSchema } from "../targets/haproxy-dataplane/schema.js";
 import { runtimeTargetSchema } from "../targets/haproxy-runtime/schema.js";
-import { canonicalRef } from "../targets/naming.js";
+import { canonicalCollisions } from "../targets/naming.js";
 import { duration } from "./duration.js";
 
 export const sourceSchema = z.discriminatedUnion("type", [
@@ -82,20 +82,19 @@ export function referenceProblems(raw: unknown): Problem[] {
  * `example_com.pem`) would overwrite each other's file on every HAProxy target, every cycle.
  */
 function sameStorageName(certificates: Named[], problems: Problem[]): void {
-	const seen = new Map<string, { name: string; index: number }>();
-	certificates.forEach((c, i) => {
-		if (typeof c.name !== "string" || c.name === "") return;
-		const ref = canonicalRef(c.name);
-		const first = seen.get(ref);
-		if (first === undefined) {
-			seen.set(ref, { name: c.name, index: i });
-		} else if (first.name !== c.name) {
+	const index = (name: string | undefined) => certificates.findIndex((c) => c.name === name);
+	const names = certificates.flatMap((c) => (typeof c.name === "string" && c.name !== "" ? [c.name] : []));
+	for (const {
+		ref,
+		names: [first, ...others],
+	} of canonicalCollisions(names)) {
+		for (const other of others) {
 			problems.push({
-				path: `certificates[${i}].name`,
-				message: `"${c.name}" and "${first.name}" (certificates[${first.index}]) both become ${ref} on HAProxy targets (the Data Plane API sanitises names): rename one`,
+				path: `certificates[${index(other)}].name`,
+				message: `"${other}" and "${first}" (certificates[${index(first)}]) both become ${ref} on HAProxy targets (the Data Plane API sanitises names): rename one`,
 			});
 		}
-	});
+	}
 }
 
 function unique(items: Named[], what: string, problems: Problem[]): void {

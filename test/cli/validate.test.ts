@@ -1,7 +1,8 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { certificatee as cli, ensureBuilt } from "../harness/cli.js";
 
 const dir = mkdtempSync(join(tmpdir(), "certificatee-cli-"));
@@ -44,6 +45,22 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		expect(r.stdout).toContain(
 			'"example_com" and "example.com" (certificates[0]) both become example_com.pem',
 		);
+	});
+
+	it("rejects two source files whose certificates give one storage name", async () => {
+		const ca = await createTestCa("validate CA");
+		const source = join(dir, "colliding-source");
+		mkdirSync(source);
+		for (const [file, name] of [
+			["example.com.pem", "example.com"],
+			["example_com.pem", "www.example.com"],
+		] as const)
+			writeFileSync(join(source, file), (await issueTestLeaf(ca, { names: [name] })).combinedPem);
+		const f = join(dir, "collide-files.yaml");
+		writeFileSync(f, `sources:\n  - { name: files, type: directory, path: ${source} }\n`);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toMatch(/certificates: "example_com" and "example\.com" all become example_com\.pem/);
 	});
 
 	it("reads CERTIFICATEE_CONFIG and prints JSON with --json", async () => {

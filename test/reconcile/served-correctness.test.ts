@@ -177,6 +177,25 @@ describe.each<Kind>(["runtime", "dataplane"])(
 );
 
 describe("keepers on a real HAProxy (haproxy-runtime target)", () => {
+	it("two certificates whose names give one ref (from a source) are neither written, and every report says why", async () => {
+		const dotted = await issueTestLeaf(ca, { names: ["collide.test"] });
+		const underscored = await issueTestLeaf(ca, { names: ["www.collide.test"] });
+		const { h, t } = await setup("runtime", {});
+		const want = [
+			desired("collide.test", dotted, ["collide.test"]),
+			desired("collide_test", underscored, ["www.collide.test"]),
+		];
+		for (let i = 0; i < 2; i++) {
+			const e = await cycle(t, want);
+			expect(writes(e)).toEqual([]);
+			expect(e.notes).toContainEqual(
+				expect.stringMatching(/"collide.test" and "collide_test" all become collide_test.pem/),
+			);
+		}
+		expect(existsSync(join(h.crtDir, "collide_test.pem"))).toBe(false);
+		await assertReloadSafe(h);
+	});
+
 	it("an Unused keeper is not stable: its duplicate is kept current and never removed, and the plan says why", async () => {
 		const names = ["unused.test"];
 		const keeper = await issueTestLeaf(ca, { names });
