@@ -4,7 +4,7 @@
  * connection; apply() performs one Action and reports it as a value; nothing here ever reloads HAProxy.
  */
 import { readFile } from "node:fs/promises";
-import { type Bundle, checkBundle, combinedPem, keyTypeOf } from "../../certificates/index.js";
+import { type Bundle, checkBundle, combinedPem, commonName, keyTypeOf } from "../../certificates/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
 import type {
@@ -19,7 +19,15 @@ import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
-import { type CrtDirCache, leafMeta, readCrtDir, refPath, removeFile, writeAtomic } from "./storage.js";
+import {
+	type CrtDirCache,
+	chainNames,
+	leafMeta,
+	readCrtDir,
+	refPath,
+	removeFile,
+	writeAtomic,
+} from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
 export { checkNameRemoval, droppedNames } from "./guard.js";
@@ -203,10 +211,15 @@ export function createRuntimeEndpoint(
 		const held = await client.showCert(action.runtimeName);
 		if (held === undefined) return { action, ok: true, note: "not in HAProxy's store" };
 		const pem = await readFile(refPath(config.crt_dir, action.ref), "utf8").catch(() => undefined);
-		const file = pem === undefined ? {} : leafMeta(pem);
+		const fileChain = pem === undefined ? [] : chainNames(pem);
 		const sameChain =
-			file.chain?.kind === "fingerprints" && file.chain.fingerprints.length === held.chain.length;
-		if (pem === undefined || file.sha1 !== held.sha1 || !sameChain) {
+			fileChain.length === held.chain.length &&
+			fileChain.every(
+				(c, i) =>
+					c.subject === commonName(held.chain[i]?.subject ?? "") &&
+					c.issuer === commonName(held.chain[i]?.issuer ?? ""),
+			);
+		if (pem === undefined || leafMeta(pem).sha1 !== held.sha1 || !sameChain) {
 			const error = new CertificateeError(
 				"ENDPOINT_ERROR",
 				`${config.name}: cannot re-insert ${action.runtimeName}: its file does not hold what HAProxy serves`,

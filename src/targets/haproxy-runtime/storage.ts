@@ -6,7 +6,7 @@
 import { randomBytes, X509Certificate } from "node:crypto";
 import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { chainFingerprints, describeCertificate } from "../../certificates/index.js";
+import { chainFingerprints, commonName, describeCertificate } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 import type { RefMeta } from "../../reconcile/model.js";
 
@@ -62,6 +62,15 @@ export function leafMeta(pem: string): RefMeta {
 	} catch {
 		return {};
 	}
+}
+
+/** The intermediates of a combined PEM as HAProxy lists them (subject and issuer CNs), leaf excluded. */
+export function chainNames(pem: string): Array<{ subject: string; issuer: string }> {
+	const blocks = pem.match(/-----BEGIN CERTIFICATE-----\r?\n[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+	return blocks.slice(1).map((b) => {
+		const x = new X509Certificate(b);
+		return { subject: commonName(x.subject), issuer: commonName(x.issuer) };
+	});
 }
 
 /** A ref is a plain file name inside crt_dir. */
