@@ -15,14 +15,18 @@ export type ChainView =
 	| { kind: "last-pair"; last?: { subject: string; issuer: string } }
 	| { kind: "issuer-cns"; cns: string[] };
 
-/** The CN of a DN in any of the spellings met (`/C=x/CN=y`, `CN=y, O=z`, `CN=y\nO=z`); the DN when none. */
+/**
+ * The CN of a DN as HAProxy (`/C=x/O=y/CN=z`) or node:crypto (`C=x\nCN=z`) prints it; a bare CN (the Data
+ * Plane API's `issuers`) is returned as is.
+ */
 export function commonName(dn: string): string {
-	const m = /(?:^|[/\n,]\s*)CN=([^/\n,]*)/.exec(dn);
-	return (m?.[1] ?? dn).trim();
+	if (!dn.includes("CN=")) return dn.trim();
+	// node:crypto escapes RFC 2253 specials (`Foo\, Inc.`); HAProxy prints them bare.
+	return (/(?:^|[/\n])CN=([^/\n]*)/.exec(dn)?.[1] ?? "").replace(/\\(.)/g, "$1").trim();
 }
 
 function pair(c: CertificateInfo): { subject: string; issuer: string } {
-	return { subject: commonName(c.subject), issuer: commonName(c.issuer) };
+	return { subject: c.subjectCn, issuer: c.issuerCn };
 }
 
 /** The exact view of a bundle's chain (what a readable file gives). */
@@ -54,8 +58,18 @@ export function chainMatches(view: ChainView, bundle: Bundle): boolean {
 			return commonName(view.last.subject) === want.subject && commonName(view.last.issuer) === want.issuer;
 		}
 		case "issuer-cns": {
-			const want = new Set([bundle.leaf, ...bundle.chain].map((c) => commonName(c.issuer)));
-			const got = new Set(view.cns.map(commonName));
+			// The server joins the CNs with ", " unordered: a CN with a comma in it (escaped or not) splits alike.
+			const tokens = (cns: string[]) =>
+				new Set(
+					cns.flatMap((cn) =>
+						cn
+							.replaceAll("\\", "")
+							.split(",")
+							.map((t) => t.trim()),
+					),
+				);
+			const want = tokens([bundle.leaf, ...bundle.chain].map((c) => c.issuerCn));
+			const got = tokens(view.cns);
 			return want.size === got.size && [...want].every((cn) => got.has(cn));
 		}
 		default: {

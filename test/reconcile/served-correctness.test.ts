@@ -162,6 +162,16 @@ describe.each<Kind>(["runtime", "dataplane"])(
 			]);
 		});
 
+		it("an intermediate whose name holds a comma is compared as HAProxy prints it: converged, nothing written", async () => {
+			const root = await createTestCa("Example\\, Inc. Root");
+			const inter = await createTestCa("Example\\, Inc. Issuing CA", { issuer: root });
+			const leaf = await issueTestLeaf(inter, { names: ["comma.test"], intermediates: [inter] });
+			const { h, t } = await setup(kind, { "comma.pem": leaf.combinedPem });
+			for (let i = 0; i < 2; i++)
+				expect(writes(await cycle(t, [desired("comma", leaf, ["comma.test"])]))).toEqual([]);
+			await assertReloadSafe(h);
+		});
+
 		it("a wildcard replacing the names it covers (www -> *.) is pushed, not refused, and served", async () => {
 			const v1 = await issueTestLeaf(ca, { names: ["www.wild.test"] });
 			const v2 = await issueTestLeaf(ca, { names: ["*.wild.test"] });
