@@ -205,35 +205,40 @@ describe("keepers on a real HAProxy (haproxy-runtime target)", () => {
 		expect(existsSync(join(h.crtDir, "collide_test.pem"))).toBe(false);
 		await assertReloadSafe(h);
 	});
-
-	it("an Unused keeper is not stable: its duplicate is kept current and never removed, and the plan says why", async () => {
-		const names = ["unused.test"];
-		const keeper = await issueTestLeaf(ca, { names });
-		const legacy = await issueTestLeaf(ca, { names });
-		const { h, t } = await setup("runtime", {
-			"a_unused.pem": keeper.combinedPem,
-			"legacy_unused.pem": legacy.combinedPem,
-		});
-		// Someone took the keeper out of the crt directory's list: HAProxy holds it, no bind serves it.
-		expect(await h.command(`del ssl crt-list ${h.crtDir} ${h.crtDir}/a_unused.pem`)).toContain("deleted");
-		expect(await h.command(`show ssl cert ${h.crtDir}/a_unused.pem`)).toContain("Status: Unused");
-		const want = [desired("a_unused", keeper, names)];
-		for (let i = 0; i < 3; i++) {
-			const e = await cycle(t, want);
-			const dup = e.verdicts.find((v) => v.class === "legacy-duplicate");
-			expect(dup).toMatchObject({ ref: "legacy_unused.pem", keeperStable: false });
-			expect(e.steps.map((s) => s.op)).not.toContain("runtime-delete");
-			expect(e.steps.map((s) => s.op)).not.toContain("storage-delete");
-			if (i === 0) {
-				expect(writes(e)).toEqual(["storage-replace legacy_unused.pem", "runtime-set legacy_unused.pem"]);
-				expect(e.steps[0]?.why).toMatch(/a_unused.pem is Unused in HAProxy/);
-			}
-			expect((await probeServed({ address: h.address, sni: "unused.test" })).serial).toBe(serial(keeper));
-		}
-		expect(existsSync(join(h.crtDir, "legacy_unused.pem"))).toBe(true);
-		await assertReloadSafe(h);
-	});
 });
+
+describe.each<Kind>(["runtime", "dataplane"])(
+	"an Unused keeper on a real HAProxy (haproxy-%s target)",
+	(kind) => {
+		it("an Unused keeper is not stable: its duplicate is kept current and never removed, and the plan says why", async () => {
+			const names = ["unused.test"];
+			const keeper = await issueTestLeaf(ca, { names });
+			const legacy = await issueTestLeaf(ca, { names });
+			const { h, t } = await setup(kind, {
+				"a_unused.pem": keeper.combinedPem,
+				"legacy_unused.pem": legacy.combinedPem,
+			});
+			// Someone took the keeper out of the crt directory's list: HAProxy holds it, no bind serves it.
+			expect(await h.command(`del ssl crt-list ${h.crtDir} ${h.crtDir}/a_unused.pem`)).toContain("deleted");
+			expect(await h.command(`show ssl cert ${h.crtDir}/a_unused.pem`)).toContain("Status: Unused");
+			const want = [desired("a_unused", keeper, names)];
+			for (let i = 0; i < 3; i++) {
+				const e = await cycle(t, want);
+				const dup = e.verdicts.find((v) => v.class === "legacy-duplicate");
+				expect(dup).toMatchObject({ ref: "legacy_unused.pem", keeperStable: false });
+				expect(e.steps.map((s) => s.op)).not.toContain("runtime-delete");
+				expect(e.steps.map((s) => s.op)).not.toContain("storage-delete");
+				if (i === 0) {
+					expect(writes(e)).toEqual(["storage-replace legacy_unused.pem", "runtime-set legacy_unused.pem"]);
+					expect(e.steps[0]?.why).toMatch(/a_unused.pem is Unused in HAProxy/);
+				}
+				expect((await probeServed({ address: h.address, sni: "unused.test" })).serial).toBe(serial(keeper));
+			}
+			expect(existsSync(join(h.crtDir, "legacy_unused.pem"))).toBe(true);
+			await assertReloadSafe(h);
+		});
+	},
+);
 
 describe("a keeper renewal beside a certificate whose names overlap its own (real HAProxy)", () => {
 	const names = ["shadow.test", "www.shadow.test"];
