@@ -1,7 +1,8 @@
 /**
  * What HAProxy really serves, on a real HAProxy through both HAProxy targets: an RSA + ECDSA pair for the
  * same names (both kept, each served to the clients that pick it), a chain-only change, a wildcard change, an
- * Unused keeper. Every test ends with the reload-safety invariant.
+ * Unused keeper, a keeper renewal beside an overlapping certificate, colliding certificate names. Every test
+ * ends with the reload-safety invariant.
  */
 import { X509Certificate } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
@@ -186,7 +187,7 @@ describe.each<Kind>(["runtime", "dataplane"])(
 	},
 );
 
-describe("keepers on a real HAProxy (haproxy-runtime target)", () => {
+describe("name collisions on a real HAProxy (haproxy-runtime target)", () => {
 	it("two certificates whose names give one ref (from a source) are neither written, and every report says why", async () => {
 		const dotted = await issueTestLeaf(ca, { names: ["collide.test"] });
 		const underscored = await issueTestLeaf(ca, { names: ["www.collide.test"] });
