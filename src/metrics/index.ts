@@ -89,9 +89,12 @@ export function createMetrics(): Metrics {
 		"1 when a TLS probe by SNI sees the desired certificate's serial.",
 		["target", "endpoint", "sni"],
 		(g) => {
-			for (const e of endpoints())
-				for (const s of e.served)
-					g.set({ target: e.target, endpoint: e.endpoint, sni: s.sni }, s.match ? 1 : 0);
+			for (const e of endpoints()) {
+				// One name can have a certificate per key type (RSA and ECDSA): 1 only when every one is served.
+				const match = new Map<string, boolean>();
+				for (const s of e.served) match.set(s.sni, (match.get(s.sni) ?? true) && s.match);
+				for (const [sni, ok] of match) g.set({ target: e.target, endpoint: e.endpoint, sni }, ok ? 1 : 0);
+			}
 		},
 	);
 	gauge(
