@@ -74,7 +74,10 @@ function aheadOf(input: ServingInput, keeper: string, at: number, sni: string): 
 	});
 }
 
-/** Did the keeper serve the name before the write? The probe says; without one, file order at load. */
+/**
+ * Did the keeper serve the name before the write? The probe says. Without one, only the order a crt
+ * directory loads in tells (file names, byte order): both in the same directory, the keeper's name first.
+ */
 function keeperServesNow(
 	input: ServingInput,
 	keeper: ObservedRef | undefined,
@@ -84,8 +87,11 @@ function keeperServesNow(
 	const probe = input.served?.find((s) => s.sni === sni);
 	if (probe !== undefined)
 		return keeper?.runtime?.serial !== undefined && probe.serial === keeper.runtime.serial;
-	const shared = (keeper?.crtLists ?? []).some((l) => other.crtLists.includes(l));
-	return keeper !== undefined && shared && keeper.ref.localeCompare(other.ref) < 0;
+	const dirOf = (r: ObservedRef) => r.runtimeName?.slice(0, r.runtimeName.lastIndexOf("/"));
+	const dir = keeper === undefined ? undefined : dirOf(keeper);
+	if (keeper?.runtimeName === undefined || other.runtimeName === undefined || dir === undefined) return false;
+	const sameDir = dir === dirOf(other) && keeper.crtLists.includes(dir) && other.crtLists.includes(dir);
+	return sameDir && keeper.runtimeName < other.runtimeName;
 }
 
 export function planServing(input: ServingInput): ServingPlan {

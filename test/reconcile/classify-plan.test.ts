@@ -497,6 +497,14 @@ describe("reconcile/classify + plan", () => {
 			expect(r.plan.shadowed.map((v) => v.servedBy)).toEqual(["partial.pem"]);
 		});
 
+		it("without a probe, re-inserts only where a crt directory's file order says the keeper served first", () => {
+			// scenario.ts puts every ref in /etc/haproxy/ssl (a crt directory): barsone.pem sorts before partial.pem.
+			const r = run(refs(), { reinserts: true });
+			expect(r.ops).toEqual(["runtime-set barsone.pem", "runtime-reinsert partial.pem"]);
+			const inList = refs().map((x) => ({ ...x, crtLists: ["/etc/haproxy/list.txt"] }));
+			expect(run(inList, { reinserts: true }).ops).toEqual(["runtime-set barsone.pem"]);
+		});
+
 		it("a duplicate kept current after the keeper is not a handover: it holds the same certificate", () => {
 			const r = run([
 				ref("barsone.pem", { storage: oldMeta(keeper.names), runtime: oldMeta(keeper.names) }),
