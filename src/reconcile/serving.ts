@@ -83,8 +83,11 @@ function keeperServesNow(
 	keeper: ObservedRef | undefined,
 	other: ObservedRef,
 	sni: string,
+	keyType: string | undefined,
 ) {
-	const probe = input.served?.find((s) => s.sni === sni);
+	const probe = input.served?.find(
+		(s) => s.sni === sni && (s.keyType === undefined || s.keyType === keyType),
+	);
 	if (probe !== undefined)
 		return keeper?.runtime?.serial !== undefined && probe.serial === keeper.runtime.serial;
 	const dirOf = (r: ObservedRef) => r.runtimeName?.slice(0, r.runtimeName.lastIndexOf("/"));
@@ -116,7 +119,11 @@ export function planServing(input: ServingInput): ServingPlan {
 			const fixable =
 				input.reinserts &&
 				action.op === "runtime-set" &&
-				ahead.every((r) => keeperServesNow(input, keeper, r, sni) && r.runtimeName !== undefined);
+				ahead.every(
+					(r) =>
+						keeperServesNow(input, keeper, r, sni, desired.bundle.leaf.keyType) &&
+						r.runtimeName !== undefined,
+				);
 			if (fixable) {
 				for (const r of ahead) {
 					if (reinserted.has(r.ref)) continue;
