@@ -6,6 +6,7 @@
 import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { CertificateeError, type ErrorCode } from "../errors.js";
+import { commonName } from "./chain.js";
 import { normaliseName, normaliseSerial } from "./names.js";
 import { encodePem, type PemBlock, splitPem } from "./pem.js";
 import { type Bundle, type CertificateInfo, Secret } from "./types.js";
@@ -89,6 +90,8 @@ export function describeCertificate(x: X509Certificate): CertificateInfo {
 		ipAddresses: names.ip,
 		subject: x.subject.replace(/\n/g, ", "),
 		issuer: x.issuer.replace(/\n/g, ", "),
+		subjectCn: commonName(x.subject),
+		issuerCn: commonName(x.issuer),
 		keyType:
 			keyType === "rsa" || keyType === "rsa-pss"
 				? "rsa"

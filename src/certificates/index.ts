@@ -12,8 +12,17 @@ export {
 	MAX_BUNDLE_BYTES,
 	parseBundle,
 } from "./bundle.js";
+export { type ChainView, chainFingerprints, chainMatches, commonName, keyTypeOf } from "./chain.js";
 export { type CheckOptions, checkBundle } from "./check.js";
-export { nameCovers, nameSet, normaliseName, normaliseSerial, sameNameSet, uncoveredNames } from "./names.js";
+export {
+	droppedNames,
+	nameCovers,
+	nameSet,
+	normaliseName,
+	normaliseSerial,
+	sameNameSet,
+	uncoveredNames,
+} from "./names.js";
 export { type Bundle, type CertificateInfo, Secret } from "./types.js";
 
 /** Parses and checks; the bundle, or every problem found (a parse error is always alone). */

@@ -28,6 +28,15 @@ export function uncoveredNames(certNames: readonly string[], wanted: readonly st
 }
 
 /**
+ * The one "names dropped" rule (plan and drivers): names the current certificate covers that the next one
+ * does not cover, wildcard-aware (`www.example.com` -> `*.example.com` drops nothing; the reverse drops
+ * `*.example.com`, a name the wildcard served for every label).
+ */
+export function droppedNames(current: readonly string[], next: readonly string[]): string[] {
+	return uncoveredNames(next, current);
+}
+
+/**
  * Serial as HAProxy and `openssl x509 -serial` print it: uppercase hex, no leading zero bytes, even length.
  * The Data Plane API's storage side reports decimal, its runtime side hex: pass the radix.
  */

@@ -14,6 +14,9 @@ export interface CertificateInfo {
 	ipAddresses: string[];
 	subject: string;
 	issuer: string;
+	/** The subject's and issuer's CN (the part of a name every listing prints alike); "" when none. */
+	subjectCn: string;
+	issuerCn: string;
 	keyType: "rsa" | "ec" | "ed25519" | "ed448" | "dsa" | "other";
 	/** Modulus bits for RSA, curve bits for EC. */
 	keySize: number;

@@ -22,7 +22,7 @@ function verdictLine(v: Verdict): string {
 		case "refused":
 			return `${v.ref}: refused: ${v.why}`;
 		case "legacy-duplicate":
-			return `${v.ref}: legacy duplicate of ${v.keeper}${v.keeperStable ? "" : " (keeper not stable yet: kept current)"}`;
+			return `${v.ref}: legacy duplicate of ${v.keeper}${v.keeperStable ? "" : ` (keeper not stable yet${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}; kept current)`}`;
 		case "deleted-pending-reload":
 			return `${v.ref}: duplicate of ${v.keeper}, gone from storage, still in runtime`;
 		case "pinned":
@@ -112,6 +112,10 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 		out.push(
 			`    ${style.paint({ text: s.op, colour: s.op.includes("delete") || s.op.includes("remove") ? "yellow" : "cyan" })} ${s.ref}${s.serial ? ` serial ${s.serial}` : ""}${s.crtList ? ` in ${s.crtList}` : ""}: ${s.why}${result}`,
 		);
+	}
+	if (e.servingAfter && e.servingAfter.length > 0) {
+		const served = e.servingAfter.map((s) => `${s.sni} -> ${s.ref}`).join(", ");
+		out.push(`    ${style.paint({ text: "serving after the writes", colour: "dim" })} ${served}`);
 	}
 	for (const v of e.verdicts) {
 		if (v.class === "in-sync" || v.class === "stale" || v.class === "missing") continue;

@@ -7,6 +7,7 @@ import { localCaSourceSchema } from "../sources/local-ca/schema.js";
 import { directoryTargetSchema } from "../targets/directory/schema.js";
 import { dataplaneTargetSchema } from "../targets/haproxy-dataplane/schema.js";
 import { runtimeTargetSchema } from "../targets/haproxy-runtime/schema.js";
+import { canonicalCollisions } from "../targets/naming.js";
 import { duration } from "./duration.js";
 
 export const sourceSchema = z.discriminatedUnion("type", [
@@ -59,6 +60,7 @@ export function referenceProblems(raw: unknown): Problem[] {
 	const sources = list(top.sources);
 	unique(sources, "sources", problems);
 	unique(list(top.certificates), "certificates", problems);
+	sameStorageName(list(top.certificates), problems);
 	unique(list(top.targets), "targets", problems);
 	list(top.targets).forEach((t, i) => {
 		unique(list(t.endpoints), `targets[${i}].endpoints`, problems);
@@ -73,6 +75,26 @@ export function referenceProblems(raw: unknown): Problem[] {
 		}
 	});
 	return problems;
+}
+
+/**
+ * Two certificates whose names sanitise to one storage name (`example.com` and `example_com` both give
+ * `example_com.pem`) would overwrite each other's file on every HAProxy target, every cycle.
+ */
+function sameStorageName(certificates: Named[], problems: Problem[]): void {
+	const index = (name: string | undefined) => certificates.findIndex((c) => c.name === name);
+	const names = certificates.flatMap((c) => (typeof c.name === "string" && c.name !== "" ? [c.name] : []));
+	for (const {
+		ref,
+		names: [first, ...others],
+	} of canonicalCollisions(names)) {
+		for (const other of others) {
+			problems.push({
+				path: `certificates[${index(other)}].name`,
+				message: `"${other}" and "${first}" (certificates[${index(first)}]) both become ${ref} on HAProxy targets (the Data Plane API sanitises names): rename one`,
+			});
+		}
+	}
 }
 
 function unique(items: Named[], what: string, problems: Problem[]): void {

@@ -92,9 +92,32 @@ export function createMetrics(): Metrics {
 		"1 when a TLS probe by SNI sees the desired certificate's serial.",
 		["target", "endpoint", "sni"],
 		(g) => {
+			for (const e of endpoints()) {
+				// One name can have a certificate per key type (RSA and ECDSA): 1 only when every one is served.
+				const match = new Map<string, boolean>();
+				for (const s of e.served) match.set(s.sni, (match.get(s.sni) ?? true) && s.match);
+				for (const [sni, ok] of match) g.set({ target: e.target, endpoint: e.endpoint, sni }, ok ? 1 : 0);
+			}
+		},
+	);
+	gauge(
+		"certificatee_shadowed_names",
+		"1 per SNI name HAProxy serves (or, planned, will serve) from another ref than the desired certificate's; served_by names the culprit.",
+		["target", "endpoint", "sni", "certificate", "served_by"],
+		(g) => {
 			for (const e of endpoints())
-				for (const s of e.served)
-					g.set({ target: e.target, endpoint: e.endpoint, sni: s.sni }, s.match ? 1 : 0);
+				for (const v of e.verdicts)
+					if (v.class === "shadowed")
+						g.set(
+							{
+								target: e.target,
+								endpoint: e.endpoint,
+								sni: v.sni,
+								certificate: v.certificate,
+								served_by: v.servedBy ?? "unknown",
+							},
+							1,
+						);
 		},
 	);
 	gauge(

@@ -3,7 +3,7 @@
  * Verification is off on purpose: the probe reads what is served (expired, self-signed, wrong name
  * included) so certificatee can compare it with what it pushed. Nothing is sent after the handshake.
  */
-import { connect } from "node:tls";
+import { connect, type DetailedPeerCertificate } from "node:tls";
 import { describeCertificate, normaliseSerial } from "../certificates/index.js";
 import { CertificateeError } from "../errors.js";
 import type { ServedCertificate } from "../reconcile/model.js";
@@ -17,10 +17,17 @@ export interface ProbeOptions {
 	ca?: string;
 	/** Default 5000 ms. */
 	timeoutMs?: number;
+	/**
+	 * Ask as a client of this key type: "rsa" offers RSA signature algorithms only (a client that cannot
+	 * verify ECDSA), "ec" offers ECDSA first and RSA after. HAProxy picks among a name's certificates by them.
+	 */
+	keyType?: "rsa" | "ec";
 	signal?: AbortSignal;
 }
 
 export interface ProbeResult extends ServedCertificate {
+	/** SHA-256 of each certificate the server sent after the leaf, in order (uppercase hex). */
+	chain: string[];
 	/** Only with `ca`: the served chain verified against it (names are not checked). */
 	verified?: boolean;
 }
@@ -28,6 +35,36 @@ export interface ProbeResult extends ServedCertificate {
 import { parseHostPort } from "../net/address.js";
 
 export { parseHostPort };
+
+const RSA_SIGALGS = [
+	"rsa_pss_rsae_sha256",
+	"rsa_pss_rsae_sha384",
+	"rsa_pss_rsae_sha512",
+	"rsa_pkcs1_sha256",
+	"rsa_pkcs1_sha384",
+	"rsa_pkcs1_sha512",
+];
+const ECDSA_SIGALGS = ["ecdsa_secp256r1_sha256", "ecdsa_secp384r1_sha384", "ecdsa_secp521r1_sha512"];
+
+/** The `sigalgs` a client of this key type offers (undefined: node's defaults). */
+export function sigalgsFor(keyType: string | undefined): string | undefined {
+	if (keyType === "rsa") return RSA_SIGALGS.join(":");
+	if (keyType === "ec") return [...ECDSA_SIGALGS, ...RSA_SIGALGS].join(":");
+	return undefined;
+}
+
+/** The certificates sent after the leaf, following issuer links until a repeat (a root links to itself). */
+function sentChain(peer: DetailedPeerCertificate): string[] {
+	const seen = new Set<string>([peer.fingerprint256]);
+	const chain: string[] = [];
+	let next = peer.issuerCertificate as DetailedPeerCertificate | undefined;
+	while (next?.fingerprint256 && !seen.has(next.fingerprint256)) {
+		seen.add(next.fingerprint256);
+		chain.push(next.fingerprint256.replace(/:/g, ""));
+		next = next.issuerCertificate;
+	}
+	return chain;
+}
 
 export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 	let target: { host: string; port: number };
@@ -53,6 +90,7 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 			rejectUnauthorized: false,
 			ca: options.ca,
 			ALPNProtocols: ["http/1.1"],
+			...(options.keyType ? { sigalgs: sigalgsFor(options.keyType) } : {}),
 		});
 		const finish = (fn: () => void) => {
 			clearTimeout(timer);
@@ -67,6 +105,8 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 		const onAbort = () => finish(() => reject(failed("aborted")));
 		options.signal?.addEventListener("abort", onAbort, { once: true });
 		socket.once("secureConnect", () => {
+			// Read the chain first: after getPeerX509Certificate(), node 20 reports no issuer links.
+			const chain = sentChain(socket.getPeerCertificate(true));
 			const peer = socket.getPeerX509Certificate();
 			const verified = options.ca === undefined ? undefined : socket.authorized;
 			finish(() => {
@@ -81,6 +121,8 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 					fingerprint: info.fingerprint,
 					names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
 					notAfter: info.notAfter,
+					keyType: info.keyType,
+					chain,
 				};
 				if (verified !== undefined) result.verified = verified;
 				resolve(result);

@@ -3,8 +3,9 @@
  * observation. Pure: plain data in, verdicts out; no I/O, clock or logger.
  */
 import { bundleNames } from "../certificates/bundle.js";
-import { nameSet, sameNameSet } from "../certificates/names.js";
-import type { CertificateInfo } from "../certificates/types.js";
+import { chainMatches } from "../certificates/chain.js";
+import { droppedNames, nameSet, sameNameSet } from "../certificates/names.js";
+import type { Bundle, CertificateInfo } from "../certificates/types.js";
 import type {
 	DesiredCertificate,
 	ObservedCrtList,
@@ -26,6 +27,8 @@ export type Verdict =
 			certificate: string;
 			keeper: string;
 			keeperStable: boolean;
+			/** Why the keeper is not stable yet (removing the duplicate would hand its names to another certificate). */
+			keeperUnstable?: string;
 			/** Sides of the duplicate whose content differs from the desired certificate. */
 			staleSides: Side[];
 	  }
@@ -35,6 +38,7 @@ export type Verdict =
 			certificate: string;
 			keeper: string;
 			keeperStable: boolean;
+			keeperUnstable?: string;
 			runtimeStale: boolean;
 	  }
 	| {
@@ -103,8 +107,52 @@ export function sideMatches(meta: RefMeta | undefined, leaf: CertificateInfo): b
 	return meta.serial !== undefined && meta.serial === leaf.serial;
 }
 
+/** Does one side hold exactly this bundle: the leaf, and the chain as far as the side shows it? */
+export function sideHolds(meta: RefMeta | undefined, bundle: Bundle): boolean {
+	if (!sideMatches(meta, bundle.leaf)) return false;
+	return meta?.chain === undefined || chainMatches(meta.chain, bundle);
+}
+
+/** What the ref serves (runtime first), and whether only its DNS names are known. */
+function namesOf(ref: ObservedRef): { names: string[]; dnsOnly: boolean } {
+	const meta = ref.runtime?.names ? ref.runtime : ref.storage;
+	return { names: nameSet(meta?.names ?? []), dnsOnly: meta?.namesDnsOnly === true };
+}
+
 function refNames(ref: ObservedRef): string[] {
-	return nameSet(ref.runtime?.names ?? ref.storage?.names ?? []);
+	return namesOf(ref).names;
+}
+
+/** The desired names comparable with what the ref shows (its DNS names only, when the side lacks IPs). */
+function comparableNames(d: DesiredCertificate, dnsOnly: boolean): string[] {
+	return dnsOnly ? d.bundle.leaf.dnsNames : bundleNames(d.bundle);
+}
+
+/** Same public-key algorithm (HAProxy serves an RSA and an ECDSA certificate side by side); unknown matches. */
+function sameKeyType(ref: ObservedRef, d: DesiredCertificate): boolean {
+	const keyType = ref.runtime?.keyType ?? ref.storage?.keyType;
+	return keyType === undefined || keyType === d.bundle.leaf.keyType;
+}
+
+/**
+ * Why a keeper does not really serve yet, or undefined when it is stable: in sync on both sides, runtime
+ * status Used, and in every crt-list (or crt directory) the duplicate is in. Otherwise removing the duplicate
+ * hands its names to the default certificate.
+ */
+export function keeperUnstable(
+	keeper: string,
+	verdict: Verdict | undefined,
+	observed: ObservedRef | undefined,
+	duplicate: ObservedRef,
+): string | undefined {
+	if (verdict?.class !== "in-sync") return `${keeper} is not in sync yet (${verdict?.class ?? "unknown"})`;
+	const status = observed?.runtime?.status;
+	if (status !== undefined && status !== "Used")
+		return `${keeper} is ${status} in HAProxy: no bind serves it, so the duplicate still does`;
+	const missing = duplicate.crtLists.filter((l) => !(observed?.crtLists ?? []).includes(l));
+	if (missing.length > 0)
+		return `${keeper} is not in ${missing.join(", ")}, where the duplicate serves its names`;
+	return undefined;
 }
 
 function presentSides(ref: ObservedRef): Side[] {
@@ -114,8 +162,8 @@ function presentSides(ref: ObservedRef): Side[] {
 	return sides;
 }
 
-function staleSidesOf(ref: ObservedRef, leaf: CertificateInfo): Side[] {
-	return presentSides(ref).filter((side) => !sideMatches(ref[side], leaf));
+function staleSidesOf(ref: ObservedRef, bundle: Bundle): Side[] {
+	return presentSides(ref).filter((side) => !sideHolds(ref[side], bundle));
 }
 
 function classifyCanonical(
@@ -127,14 +175,11 @@ function classifyCanonical(
 	const certificate = desired.name;
 	if (observed === undefined || (!observed.storage && !observed.runtime))
 		return { class: "missing", ref, certificate };
-	const leaf = desired.bundle.leaf;
-	const stale = staleSidesOf(observed, leaf);
+	const stale = staleSidesOf(observed, desired.bundle);
 	const missingSides: Side[] = (["storage", "runtime"] as const).filter((s) => observed[s] === undefined);
 	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
 	if (!policy.allowNameRemoval) {
-		const current = refNames(observed);
-		const wanted = bundleNames(desired.bundle);
-		const dropped = current.filter((n) => !wanted.some((w) => w === n));
+		const dropped = droppedNames(refNames(observed), bundleNames(desired.bundle));
 		if (dropped.length > 0 && stale.length > 0) {
 			return {
 				class: "refused",
@@ -210,15 +255,18 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 
 	for (const observed of refs) {
 		if (canonical.has(observed.ref)) continue;
-		const names = refNames(observed);
-		const equal = desired.filter((d) => sameNameSet(bundleNames(d.certificate.bundle), names));
+		const { names, dnsOnly } = namesOf(observed);
+		// A ref of another key type is not a duplicate: HAProxy serves it to clients of that key type.
+		const sameKey = desired.filter((d) => sameKeyType(observed, d.certificate));
+		const equal = sameKey.filter((d) => sameNameSet(comparableNames(d.certificate, dnsOnly), names));
 		if (observed.unaddressable) {
 			verdicts.push(unaddressable(observed, observed.unaddressable.addressedAs, equal[0]?.certificate.name));
 			continue;
 		}
-		const overlapping = desired.filter(
+		const overlapping = sameKey.filter(
 			(d) =>
-				!equal.includes(d) && bundleNames(d.certificate.bundle).some((n) => names.includes(n.toLowerCase())),
+				!equal.includes(d) &&
+				comparableNames(d.certificate, dnsOnly).some((n) => names.includes(n.toLowerCase())),
 		);
 		if (equal.length > 1 || (equal.length === 1 && overlapping.length > 0)) {
 			verdicts.push({
@@ -250,9 +298,12 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 			});
 			continue;
 		}
-		const keeperVerdict = canonical.get(match.ref);
-		const keeperStable = keeperVerdict?.class === "in-sync";
-		const leaf = match.certificate.bundle.leaf;
+		const unstable = keeperUnstable(match.ref, canonical.get(match.ref), byRef.get(match.ref), observed);
+		const stability = {
+			keeperStable: unstable === undefined,
+			...(unstable ? { keeperUnstable: unstable } : {}),
+		};
+		const bundle = match.certificate.bundle;
 		const base = { ref: observed.ref, certificate: match.certificate.name, keeper: match.ref };
 		const byFile = crtListFilePin(observed, input.crtLists);
 		const pinned = pinnedReason(observed) ?? byFile?.why ?? input.knownPinned?.get(observed.ref);
@@ -260,7 +311,7 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 			verdicts.push({
 				class: "pinned",
 				...base,
-				staleSides: staleSidesOf(observed, leaf),
+				staleSides: staleSidesOf(observed, bundle),
 				why: pinned,
 				...(byFile && pinned === byFile.why ? { pendingChange: byFile.pendingChange } : {}),
 			});
@@ -268,21 +319,24 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 			verdicts.push({
 				class: "deleted-pending-reload",
 				...base,
-				keeperStable,
-				runtimeStale: !sideMatches(observed.runtime, leaf),
+				...stability,
+				runtimeStale: !sideHolds(observed.runtime, bundle),
 			});
 		} else {
 			verdicts.push({
 				class: "legacy-duplicate",
 				...base,
-				keeperStable,
-				staleSides: staleSidesOf(observed, leaf),
+				...stability,
+				staleSides: staleSidesOf(observed, bundle),
 			});
 		}
 	}
 
 	for (const served of input.served ?? []) {
-		const owner = desired.find((d) => bundleNames(d.certificate.bundle).includes(served.sni.toLowerCase()));
+		const covering = desired.filter((d) =>
+			bundleNames(d.certificate.bundle).includes(served.sni.toLowerCase()),
+		);
+		const owner = covering.find((d) => d.certificate.bundle.leaf.keyType === served.keyType) ?? covering[0];
 		if (owner === undefined || served.serial === owner.certificate.bundle.leaf.serial) continue;
 		const culprit = refs.find((r) => r.runtime?.serial === served.serial);
 		// The keeper serving its own old content is stale (its verdict says so), not shadowed by another ref.

@@ -3,7 +3,6 @@
  * Failures are values: an endpoint that does not answer yields a report with its error, never an exception.
  */
 import pLimit from "p-limit";
-import { bundleNames } from "../certificates/bundle.js";
 import { CertificateeError, describeError } from "../errors.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
 import type {
@@ -69,6 +68,11 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	}
 	const servedBefore = await probeAll(job);
 	let { verdicts, plan } = decide(job, observation, servedBefore);
+	// Names this cycle's writes hand to another ref, reported before the write (cleared below if served right).
+	verdicts = [
+		...verdicts,
+		...plan.shadowed.filter((p) => !verdicts.some((v) => v.class === "shadowed" && v.sni === p.sni)),
+	];
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
 	const notes = [...plan.notes];
 	let served = servedBefore;
@@ -104,6 +108,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		verdicts,
 		steps,
 		notes,
+		...(plan.servingAfter.length > 0 ? { servingAfter: plan.servingAfter } : {}),
 		served: served.map((s) => s.view),
 		refs: observation.refs.map((r) => {
 			const notAfter = r.runtime?.notAfter ?? r.storage?.notAfter;
@@ -253,6 +258,8 @@ function decide(
 		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
 		legacyDuplicates: job.policy.legacyDuplicates,
 		...(observation.crtLists ? { crtLists: new Map(observation.crtLists.map((l) => [l.name, l])) } : {}),
+		served: probed.flatMap((s) => (s.served ? [s.served] : [])),
+		reinserts: job.driver.reinserts === true,
 	});
 	return { verdicts, plan };
 }
@@ -307,13 +314,16 @@ function errorView(e: CertificateeError): { code: string; message: string; hint?
 	return { code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) };
 }
 
-/** Probes every (non-wildcard) name of every desired certificate, a few handshakes at a time. */
+/**
+ * Probes every DNS name (not wildcards, not IP SANs: an IP used as SNI gets the default certificate) of every
+ * desired certificate, as a client of its key type, a few handshakes at a time.
+ */
 async function probeAll(job: EndpointJob): Promise<Probed> {
 	const probe = job.driver.probe?.bind(job.driver);
 	if (probe === undefined) return [];
 	const limit = pLimit(PROBE_CONCURRENCY);
 	const names = job.desired.flatMap(({ certificate }) =>
-		bundleNames(certificate.bundle)
+		certificate.bundle.leaf.dnsNames
 			.filter((sni) => !sni.startsWith("*."))
 			.map((sni) => ({ sni, certificate })),
 	);
@@ -322,7 +332,12 @@ async function probeAll(job: EndpointJob): Promise<Probed> {
 			limit(async (): Promise<{ view: ServedView; served?: ServedCertificate }> => {
 				const expectedSerial = certificate.bundle.leaf.serial;
 				try {
-					const served = await probe(sni, job.signal);
+					const keyType = certificate.bundle.leaf.keyType;
+					const served = await probe(
+						sni,
+						job.signal,
+						keyType === "rsa" || keyType === "ec" ? keyType : undefined,
+					);
 					return {
 						served,
 						view: {

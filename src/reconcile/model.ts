@@ -2,7 +2,8 @@
  * The plain data the reconciler works on: what an endpoint holds (observation), what should be there
  * (desired certificates), and the operations that move one to the other (actions). No I/O here.
  */
-import type { Bundle } from "../certificates/types.js";
+import type { ChainView } from "../certificates/chain.js";
+import type { Bundle, CertificateInfo } from "../certificates/types.js";
 import type { CertificateeError } from "../errors.js";
 
 /** One certificate certificatee is responsible for, from a source or an issuer. */
@@ -27,6 +28,12 @@ export interface RefMeta {
 	notAfter?: Date;
 	/** DNS and IP names the certificate covers, lowercase, sorted. */
 	names?: string[];
+	/** `names` holds DNS names only (HAProxy's listing prints no IP SANs, and no file told them). */
+	namesDnsOnly?: boolean;
+	/** The leaf's public-key algorithm: HAProxy serves one certificate per key type for a name. */
+	keyType?: CertificateInfo["keyType"];
+	/** What the side shows of the intermediates (exact on local files, by name elsewhere). */
+	chain?: ChainView;
 	/** HAProxy's runtime status: Used, Unused, Empty, Uncommitted. */
 	status?: string;
 }
@@ -90,6 +97,8 @@ export type Action =
 	/** Edits a crt-list file on disk (memory is `runtime-add` / `crt-list-remove`): append or remove its lines. */
 	| { op: "crt-list-file-add"; ref: string; runtimeName: string; crtList: string }
 	| { op: "crt-list-file-remove"; ref: string; runtimeName: string; crtList: string }
+	/** Commit a ref again with the content HAProxy holds, so its SNI entries go behind a keeper just written. */
+	| { op: "runtime-reinsert"; ref: string; runtimeName: string }
 	| { op: "runtime-delete"; ref: string; runtimeName: string }
 	| { op: "storage-delete"; ref: string };
 
@@ -113,6 +122,8 @@ export interface ServedCertificate {
 	fingerprint: string;
 	names: string[];
 	notAfter: Date;
+	/** The served leaf's public-key algorithm (a client's signature algorithms choose among key types). */
+	keyType?: CertificateInfo["keyType"];
 }
 
 /**
@@ -123,7 +134,10 @@ export interface ServedCertificate {
  */
 export interface EndpointDriver {
 	readonly name: string;
+	/** Can perform `runtime-reinsert` (it can read the content HAProxy holds: the runtime target's local files). */
+	readonly reinserts?: boolean;
 	observe(signal: AbortSignal): Promise<EndpointObservation>;
 	apply(action: Action, signal: AbortSignal): Promise<ActionResult>;
-	probe?(sni: string, signal: AbortSignal): Promise<ServedCertificate>;
+	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
+	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
 }

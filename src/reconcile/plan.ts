@@ -4,7 +4,8 @@
  * never brings back old content), then duplicate removals (crt-list, runtime, storage: never a reload).
  */
 import type { Verdict } from "./classify.js";
-import type { Action, DesiredCertificate, ObservedCrtList, ObservedRef } from "./model.js";
+import type { Action, DesiredCertificate, ObservedCrtList, ObservedRef, ServedCertificate } from "./model.js";
+import { planServing, type ServingAfter } from "./serving.js";
 
 export interface PlannedStep {
 	action: Action;
@@ -15,6 +16,10 @@ export interface EndpointPlan {
 	steps: PlannedStep[];
 	/** Things that need an operator, e.g. a new certificate that only a reload can make live. */
 	notes: string[];
+	/** Which ref serves each name of every keeper written at runtime, once the steps ran. */
+	servingAfter: ServingAfter[];
+	/** Names the writes hand to another ref (reported before the write, naming it). */
+	shadowed: Extract<Verdict, { class: "shadowed" }>[];
 }
 
 export interface PlanInput {
@@ -28,6 +33,10 @@ export interface PlanInput {
 	legacyDuplicates: "remove" | "report";
 	/** The crt-lists HAProxy reports (by name): which are files, and whether the target edits them. */
 	crtLists?: ReadonlyMap<string, ObservedCrtList>;
+	/** Probe results before the writes, to tell who serves a name now. */
+	served?: readonly ServedCertificate[];
+	/** The driver can re-insert a ref behind a keeper (`runtime-reinsert`). */
+	reinserts?: boolean;
 }
 
 export function planEndpoint(input: PlanInput): EndpointPlan {
@@ -142,7 +151,7 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 				} else {
 					const why = v.keeperStable
 						? "legacy duplicate kept current (legacy_duplicates: report)"
-						: `legacy duplicate kept current until ${v.keeper} is stable`;
+						: `legacy duplicate kept current until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`;
 					if (v.staleSides.includes("storage"))
 						write(keeperSteps, v.ref, v.certificate, "storage-replace", why);
 					if (v.staleSides.includes("runtime")) write(keeperSteps, v.ref, v.certificate, "runtime-set", why);
@@ -158,7 +167,7 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 						v.ref,
 						v.certificate,
 						"runtime-set",
-						`deleted duplicate kept current in runtime until ${v.keeper} is stable`,
+						`deleted duplicate kept current in runtime until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`,
 					);
 				}
 				break;
@@ -174,5 +183,12 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 			}
 		}
 	}
-	return { steps: [...keeperSteps, ...removalSteps], notes };
+	const serving = planServing({
+		steps: [...keeperSteps, ...removalSteps],
+		refs: input.refs,
+		desired: input.desired,
+		...(input.served ? { served: input.served } : {}),
+		reinserts: input.reinserts === true,
+	});
+	return { steps: serving.steps, notes, servingAfter: serving.servingAfter, shadowed: serving.shadowed };
 }

@@ -54,6 +54,9 @@ export function holds(ref: ObservedRef | undefined, action: Action): boolean {
 		case "crt-list-file-remove":
 			// A file edit is on disk: a reload reads it, it does not undo it.
 			return true;
+		case "runtime-reinsert":
+			// Only the order of SNI entries in the old worker; a new worker orders them from its configuration.
+			return true;
 	}
 }
 

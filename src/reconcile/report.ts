@@ -1,6 +1,7 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
 import type { Verdict } from "./classify.js";
 import type { Action } from "./model.js";
+import type { ServingAfter } from "./serving.js";
 
 /** An action as shown in plans and reports: never the bundle, only its identity. */
 export interface StepView {
@@ -35,6 +36,8 @@ export interface EndpointReport {
 	verdicts: Verdict[];
 	steps: StepView[];
 	notes: string[];
+	/** Which ref serves each name of every certificate written at runtime, once the writes ran (as planned). */
+	servingAfter?: ServingAfter[];
 	served: ServedView[];
 	/** Refs observed, with expiry and class, for metrics (unmanaged ones too). */
 	refs: Array<{ ref: string; class: Verdict["class"]; notAfter?: string }>;

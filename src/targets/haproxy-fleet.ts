@@ -10,7 +10,7 @@ import { processEndpoint } from "../reconcile/endpoint.js";
 import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
 import type { EndpointReport, TargetReport } from "../reconcile/report.js";
 import type { WriteQueues } from "../reconcile/writers.js";
-import { canonicalRef } from "./naming.js";
+import { canonicalCollisions, canonicalRef } from "./naming.js";
 
 export interface FleetOptions {
 	name: string;
@@ -82,10 +82,18 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			signal: AbortSignal,
 			onEndpoint?: (report: EndpointReport) => void,
 		): Promise<TargetReport> {
-			const desired = selectCertificates(all, options.certificates).map((certificate) => ({
-				ref: canonicalRef(certificate.name),
-				certificate,
-			}));
+			const selected = selectCertificates(all, options.certificates);
+			// Names that collide on one ref (possible from sources; the config's are rejected by validation)
+			// would overwrite each other every cycle: neither is written, and every endpoint report says so.
+			const collisions = canonicalCollisions(selected.map((c) => c.name));
+			const colliding = new Set(collisions.flatMap((c) => c.names));
+			const collisionNotes = collisions.map(
+				(c) =>
+					`${c.ref}: certificates ${c.names.map((n) => `"${n}"`).join(" and ")} all become ${c.ref} on this target; none of them is written (rename all but one)`,
+			);
+			const desired = selected
+				.filter((certificate) => !colliding.has(certificate.name))
+				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
 			const limit = pLimit(options.concurrency ?? 16);
 			const endpoints = await Promise.all(
 				options.endpoints.map((driver) =>
@@ -102,6 +110,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 							signal,
 							now: options.now,
 						}).then((report) => {
+							if (collisionNotes.length > 0) report.notes.push(...collisionNotes);
 							onEndpoint?.(report);
 							return report;
 						}),

@@ -46,3 +46,16 @@ export function apiAddressable(storageName: string): boolean {
 export function canonicalRef(certificateName: string): string {
 	return sanitizeStorageName(`${certificateName}.pem`);
 }
+
+/**
+ * Certificate names that give one canonical ref (`example.com` and `example_com` both give `example_com.pem`):
+ * on an HAProxy target they would overwrite each other's file every cycle. Each group in first-seen order.
+ */
+export function canonicalCollisions(names: readonly string[]): Array<{ ref: string; names: string[] }> {
+	const byRef = new Map<string, string[]>();
+	for (const name of new Set(names)) {
+		const ref = canonicalRef(name);
+		byRef.set(ref, [...(byRef.get(ref) ?? []), name]);
+	}
+	return [...byRef].filter(([, group]) => group.length > 1).map(([ref, group]) => ({ ref, names: group }));
+}

@@ -1,7 +1,8 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { certificatee as cli, ensureBuilt } from "../harness/cli.js";
 
 const dir = mkdtempSync(join(tmpdir(), "certificatee-cli-"));
@@ -30,6 +31,36 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		expect(r.stdout).toContain("interval:");
 		expect(r.stdout).toContain("sources[0].recursive: unknown key");
 		expect(r.stdout).toContain("certificates[0].issuer:");
+	});
+
+	it("rejects two certificates whose names give one storage name, naming both", async () => {
+		const f = join(dir, "collide.yaml");
+		writeFileSync(
+			f,
+			"sources:\n  - { name: ca, type: local-ca }\ncertificates:\n  - { name: example.com, domains: [example.com], issuer: ca }\n  - { name: example_com, domains: [www.example.com], issuer: ca }\n",
+		);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("certificates[1].name");
+		expect(r.stdout).toContain(
+			'"example_com" and "example.com" (certificates[0]) both become example_com.pem',
+		);
+	});
+
+	it("rejects two source files whose certificates give one storage name", async () => {
+		const ca = await createTestCa("validate CA");
+		const source = join(dir, "colliding-source");
+		mkdirSync(source);
+		for (const [file, name] of [
+			["example.com.pem", "example.com"],
+			["example_com.pem", "www.example.com"],
+		] as const)
+			writeFileSync(join(source, file), (await issueTestLeaf(ca, { names: [name] })).combinedPem);
+		const f = join(dir, "collide-files.yaml");
+		writeFileSync(f, `sources:\n  - { name: files, type: directory, path: ${source} }\n`);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toMatch(/certificates: "example_com" and "example\.com" all become example_com\.pem/);
 	});
 
 	it("reads CERTIFICATEE_CONFIG and prints JSON with --json", async () => {

@@ -75,9 +75,10 @@ export function nextSerial(): string {
 
 export async function createTestCa(
 	name = "certificatee test root",
-	options: { issuer?: TestIssuer; keyType?: TestKeyType } = {},
+	options: { issuer?: TestIssuer; keyType?: TestKeyType; keys?: CryptoKeyPair } = {},
 ): Promise<TestIssuer> {
-	const keys = await generateKeys(options.keyType ?? "ec-p256");
+	// Same keys and name under another issuer: a cross-signed twin of an intermediate.
+	const keys = options.keys ?? (await generateKeys(options.keyType ?? "ec-p256"));
 	const now = Date.now();
 	const subject = `CN=${name}`;
 	const cert = options.issuer

@@ -32,6 +32,8 @@ describe("probe: what a TLS handshake by SNI shows", () => {
 			fingerprint: x.fingerprint256.replaceAll(":", ""),
 			names: ["127.0.0.1", "p.test"],
 			notAfter: new Date(x.validTo),
+			keyType: "ec",
+			chain: [],
 		});
 		expect((await probeServed({ address: h.address, sni: "other.test" })).names).toEqual(["default.invalid"]);
 	});

@@ -1,7 +1,14 @@
 import { beforeAll, describe, expect, it } from "vitest";
+import { chainFingerprints, droppedNames, parseBundle } from "../../src/certificates/index.js";
 import { classifyEndpoint, type DuplicatePolicy } from "../../src/reconcile/classify.js";
-import type { DesiredCertificate, ObservedRef, ServedCertificate } from "../../src/reconcile/model.js";
+import type {
+	DesiredCertificate,
+	ObservedRef,
+	RefMeta,
+	ServedCertificate,
+} from "../../src/reconcile/model.js";
 import { planEndpoint } from "../../src/reconcile/plan.js";
+import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { desiredCert, metaOf, oldMeta, ref, removePolicy } from "./scenario.js";
 
 let keeper: DesiredCertificate;
@@ -20,6 +27,7 @@ function run(
 		served?: ServedCertificate[];
 		crtList?: string;
 		knownPinned?: ReadonlyMap<string, string>;
+		reinserts?: boolean;
 	} = {},
 ) {
 	const desired = (options.desired ?? [keeper]).map((c) => ({ ref: `${c.name}.pem`, certificate: c }));
@@ -38,11 +46,15 @@ function run(
 		runtimeNameFor: (r) => `/etc/haproxy/ssl/${r}`,
 		newCertificateCrtList: options.crtList ?? "/etc/haproxy/ssl",
 		legacyDuplicates: policy.legacyDuplicates,
+		...(options.served ? { served: options.served } : {}),
+		reinserts: options.reinserts ?? false,
 	});
 	return {
+		plan,
 		verdicts,
 		classes: Object.fromEntries(verdicts.map((v) => ["ref" in v ? v.ref : `sni:${v.sni}`, v.class])),
 		ops: plan.steps.map((s) => `${s.action.op} ${s.action.ref}`),
+		whys: plan.steps.map((s) => s.why),
 		notes: plan.notes,
 	};
 }
@@ -277,6 +289,254 @@ describe("reconcile/classify + plan", () => {
 		});
 		expect(r.classes["barsone.pem"]).toBe("stale");
 		expect(r.verdicts.filter((v) => v.class === "shadowed")).toEqual([]);
+	});
+
+	it("the RSA twin of an ECDSA keeper is not its duplicate: unmanaged, never overwritten, never removed", () => {
+		const rsaTwin = { ...oldMeta(keeper.names, "0AA1"), keyType: "rsa" as const };
+		const r = run([
+			ref("barsone.pem", { storage: metaOf(keeper), runtime: metaOf(keeper) }),
+			ref("barsone-rsa.pem", { storage: rsaTwin, runtime: rsaTwin }),
+		]);
+		expect(r.classes["barsone-rsa.pem"]).toBe("unmanaged");
+		expect(r.ops).toEqual([]);
+	});
+
+	it("two desired certificates with the same names and different key types are both kept, each legacy ref going to the keeper of its key type", async () => {
+		const rsa = await desiredCert("barsone-rsa", keeper.names, { keyType: "rsa-2048" });
+		const oldRsa = { ...oldMeta(keeper.names, "0AA2"), keyType: "rsa" as const };
+		const r = run(
+			[
+				ref("barsone.pem", { storage: metaOf(keeper), runtime: metaOf(keeper) }),
+				ref("barsone-rsa.pem", { storage: metaOf(rsa), runtime: metaOf(rsa) }),
+				ref("legacy_rsa.pem", { storage: oldRsa, runtime: oldRsa }),
+			],
+			{ desired: [keeper, rsa] },
+		);
+		expect(r.classes).toEqual({
+			"barsone.pem": "in-sync",
+			"barsone-rsa.pem": "in-sync",
+			"legacy_rsa.pem": "legacy-duplicate",
+		});
+		expect(r.verdicts.find((v) => v.class === "legacy-duplicate")).toMatchObject({
+			keeper: "barsone-rsa.pem",
+		});
+		expect(r.ops).toEqual([
+			"crt-list-remove legacy_rsa.pem",
+			"runtime-delete legacy_rsa.pem",
+			"storage-delete legacy_rsa.pem",
+		]);
+	});
+
+	it("a ref whose IP SANs differ from the desired certificate's is not its duplicate; a DNS-only listing is compared by DNS names", async () => {
+		const withIp = await desiredCert("ipcert", ["ip.test", "10.0.0.7"]);
+		const otherIp = {
+			...metaOf(withIp, { serial: "0C01", sha1: "11".repeat(20) }),
+			names: ["10.0.0.8", "ip.test"],
+		};
+		const full = run([ref("ipcert.pem", {}), ref("legacy_ip.pem", { storage: otherIp })], {
+			desired: [withIp],
+		});
+		expect(full.classes["legacy_ip.pem"]).toBe("ambiguous");
+		const dnsOnly = { ...metaOf(withIp, { serial: "0C02", sha1: "22".repeat(20) }), namesDnsOnly: true };
+		const listed = run(
+			[
+				ref("ipcert.pem", {
+					storage: metaOf(withIp, { names: ["10.0.0.7", "ip.test"] }),
+					runtime: metaOf(withIp, { names: ["10.0.0.7", "ip.test"] }),
+				}),
+				ref("legacy_ip.pem", { runtime: dnsOnly }),
+			],
+			{ desired: [withIp] },
+		);
+		expect(listed.classes["legacy_ip.pem"]).toBe("deleted-pending-reload");
+	});
+
+	it("a chain-only change at the source makes both sides stale, whichever way the side shows the chain", async () => {
+		const root = await createTestCa("chain root");
+		const inter = await createTestCa("chain intermediate", { issuer: root });
+		const leaf = await issueTestLeaf(inter, { names: ["chain.test"], intermediates: [inter] });
+		const bundle = parseBundle({ combined: leaf.combinedPem }, { source: "t" });
+		const chained: DesiredCertificate = { name: "chain", names: ["chain.test"], bundle, origin: "test" };
+		const leafOnly: RefMeta = { serial: bundle.leaf.serial, sha1: bundle.leaf.sha1, names: ["chain.test"] };
+		const views: Array<[string, RefMeta["chain"], RefMeta["chain"]]> = [
+			["files", { kind: "fingerprints", fingerprints: [] }, chainFingerprints(bundle.chain)],
+			[
+				"HAProxy",
+				{ kind: "names", pairs: [] },
+				{ kind: "names", pairs: [{ subject: "/CN=chain intermediate", issuer: "/CN=chain root" }] },
+			],
+			[
+				"API runtime",
+				{ kind: "last-pair" },
+				{ kind: "last-pair", last: { subject: "chain intermediate", issuer: "chain root" } },
+			],
+			[
+				"API storage",
+				{ kind: "issuer-cns", cns: ["chain intermediate"] },
+				{ kind: "issuer-cns", cns: ["chain intermediate", "chain root"] },
+			],
+		];
+		for (const [, before, after] of views) {
+			const stale = run(
+				[
+					ref("chain.pem", {
+						storage: { ...leafOnly, chain: before },
+						runtime: { ...leafOnly, chain: before },
+					}),
+				],
+				{
+					desired: [chained],
+				},
+			);
+			expect(stale.ops).toEqual(["storage-replace chain.pem", "runtime-set chain.pem"]);
+			const synced = run(
+				[
+					ref("chain.pem", {
+						storage: { ...leafOnly, chain: after },
+						runtime: { ...leafOnly, chain: after },
+					}),
+				],
+				{
+					desired: [chained],
+				},
+			);
+			expect(synced.ops).toEqual([]);
+		}
+	});
+
+	it("one names-dropped rule, wildcard-aware: www -> *.example is pushed, *.example -> www is refused", async () => {
+		const wildcard = await desiredCert("wild", ["*.wild.test"]);
+		const up = run(
+			[ref("wild.pem", { storage: oldMeta(["www.wild.test"]), runtime: oldMeta(["www.wild.test"]) })],
+			{
+				desired: [wildcard],
+			},
+		);
+		expect(up.ops).toEqual(["storage-replace wild.pem", "runtime-set wild.pem"]);
+		const www = await desiredCert("wild", ["www.wild.test"]);
+		const down = run(
+			[ref("wild.pem", { storage: oldMeta(["*.wild.test"]), runtime: oldMeta(["*.wild.test"]) })],
+			{
+				desired: [www],
+			},
+		);
+		expect(down.verdicts[0]).toMatchObject({ class: "refused" });
+		expect(droppedNames(["www.wild.test"], ["*.wild.test"])).toEqual([]);
+	});
+
+	it("an Unused keeper is not stable: the duplicate is kept current, not removed, and the plan says why", () => {
+		const r = run([
+			ref("barsone.pem", {
+				storage: metaOf(keeper),
+				runtime: metaOf(keeper, { status: "Unused" }),
+				crtLists: [],
+			}),
+			ref("legacy_barsone.pem", { storage: oldMeta(keeper.names), runtime: oldMeta(keeper.names) }),
+		]);
+		expect(r.verdicts.find((v) => v.class === "legacy-duplicate")).toMatchObject({
+			keeperStable: false,
+			keeperUnstable: expect.stringMatching(/Unused in HAProxy/),
+		});
+		expect(r.ops).toEqual(["storage-replace legacy_barsone.pem", "runtime-set legacy_barsone.pem"]);
+		expect(r.whys[0]).toMatch(/until barsone.pem is stable: barsone.pem is Unused/);
+	});
+
+	it("a keeper absent from a crt-list the duplicate is in is not stable", () => {
+		const r = run([
+			ref("barsone.pem", {
+				storage: metaOf(keeper),
+				runtime: metaOf(keeper),
+				crtLists: ["/etc/haproxy/ssl"],
+			}),
+			ref("legacy_barsone.pem", {
+				storage: metaOf(keeper),
+				runtime: metaOf(keeper),
+				crtLists: ["/etc/haproxy/ssl", "/etc/haproxy/other.list"],
+			}),
+		]);
+		expect(r.verdicts.find((v) => v.class === "legacy-duplicate")).toMatchObject({
+			keeperStable: false,
+			keeperUnstable: "barsone.pem is not in /etc/haproxy/other.list, where the duplicate serves its names",
+		});
+		expect(r.ops).toEqual([]);
+	});
+
+	describe("a keeper update beside a certificate whose names overlap its own", () => {
+		const partialNames = ["barsone.test", "partial.test"];
+		const soon = new Date(Date.now() + 3 * 86_400_000);
+		const refs = () => [
+			ref("barsone.pem", {
+				storage: metaOf(keeper),
+				runtime: { ...oldMeta(keeper.names, "0E01"), notAfter: new Date(Date.now() + 20 * 86_400_000) },
+			}),
+			ref("partial.pem", {
+				storage: { ...oldMeta(partialNames, "0E02"), notAfter: soon },
+				runtime: { ...oldMeta(partialNames, "0E02"), notAfter: soon },
+			}),
+		];
+		const probe = (serial: string): ServedCertificate[] => [
+			{ sni: "barsone.test", serial, fingerprint: "", names: keeper.names, notAfter: new Date() },
+		];
+
+		it("re-inserts the overlapping certificate right after the keeper, so the keeper keeps serving every name", () => {
+			const r = run(refs(), { served: probe("0E01"), reinserts: true });
+			expect(r.classes["partial.pem"]).toBe("ambiguous");
+			expect(r.ops).toEqual(["runtime-set barsone.pem", "runtime-reinsert partial.pem"]);
+			expect(r.plan.servingAfter).toEqual([
+				{ sni: "barsone.test", ref: "barsone.pem", certificate: "barsone" },
+				{ sni: "www.barsone.test", ref: "barsone.pem", certificate: "barsone" },
+			]);
+			expect(r.plan.shadowed).toEqual([]);
+		});
+
+		it("where it cannot re-insert, says before the write that the name goes to the culprit, which expires sooner", () => {
+			const r = run(refs(), { served: probe("0E01"), reinserts: false });
+			expect(r.ops).toEqual(["runtime-set barsone.pem"]);
+			expect(r.plan.servingAfter[0]).toEqual({
+				sni: "barsone.test",
+				ref: "partial.pem",
+				certificate: "barsone",
+			});
+			expect(r.plan.shadowed).toEqual([
+				expect.objectContaining({
+					class: "shadowed",
+					sni: "barsone.test",
+					servedBy: "partial.pem",
+					servedSerial: "0E02",
+					why: expect.stringMatching(
+						/serves partial.pem for barsone.test .*before barsone.pem's current certificate/,
+					),
+				}),
+			]);
+		});
+
+		it("does not reorder what HAProxy serves when the other certificate serves the name already (a reload would undo it)", () => {
+			const r = run(refs(), { served: probe("0E02"), reinserts: true });
+			expect(r.ops).toEqual(["runtime-set barsone.pem"]);
+			expect(r.plan.shadowed.map((v) => v.servedBy)).toEqual(["partial.pem"]);
+		});
+
+		it("without a probe, re-inserts only where a crt directory's file order says the keeper served first", () => {
+			// scenario.ts puts every ref in /etc/haproxy/ssl (a crt directory): barsone.pem sorts before partial.pem.
+			const r = run(refs(), { reinserts: true });
+			expect(r.ops).toEqual(["runtime-set barsone.pem", "runtime-reinsert partial.pem"]);
+			const inList = refs().map((x) => ({ ...x, crtLists: ["/etc/haproxy/list.txt"] }));
+			expect(run(inList, { reinserts: true }).ops).toEqual(["runtime-set barsone.pem"]);
+		});
+
+		it("a duplicate kept current after the keeper is not a handover: it holds the same certificate", () => {
+			const r = run([
+				ref("barsone.pem", { storage: oldMeta(keeper.names), runtime: oldMeta(keeper.names) }),
+				ref("legacy_barsone.pem", {
+					storage: oldMeta(keeper.names, "0BEE"),
+					runtime: oldMeta(keeper.names, "0BEE"),
+				}),
+			]);
+			expect(r.plan.shadowed).toEqual([]);
+			expect(
+				r.plan.servingAfter.every((s) => s.ref === "barsone.pem" || s.ref === "legacy_barsone.pem"),
+			).toBe(true);
+		});
 	});
 
 	it("leaves other desired certificates alone while handling one's duplicate", () => {

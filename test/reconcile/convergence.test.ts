@@ -63,6 +63,8 @@ function apply(node: Node, action: Action): boolean {
 			if (!rt || rt.crtLists.length > 0) return false; // "in use, can't be deleted"
 			node.runtime.delete(action.ref);
 			return true;
+		case "runtime-reinsert":
+			return rt !== undefined;
 	}
 }
 

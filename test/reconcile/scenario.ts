@@ -2,13 +2,23 @@
 import { parseBundle } from "../../src/certificates/index.js";
 import type { DuplicatePolicy } from "../../src/reconcile/classify.js";
 import type { DesiredCertificate, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
-import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
+import {
+	createTestCa,
+	issueTestLeaf,
+	type LeafOptions,
+	type TestIssuer,
+	type TestLeaf,
+} from "../harness/certs.js";
 
 let ca: TestIssuer | undefined;
 
-export async function desiredCert(name: string, names: string[]): Promise<DesiredCertificate> {
+export async function desiredCert(
+	name: string,
+	names: string[],
+	options: Omit<LeafOptions, "names"> = {},
+): Promise<DesiredCertificate> {
 	ca ??= await createTestCa("scenario CA");
-	const leaf = await issueTestLeaf(ca, { names });
+	const leaf = await issueTestLeaf(ca, { names, ...options });
 	return {
 		name,
 		names,
@@ -23,6 +33,7 @@ export function metaOf(d: DesiredCertificate, extra: Partial<RefMeta> = {}): Ref
 		sha1: d.bundle.leaf.sha1,
 		names: [...d.bundle.leaf.dnsNames].sort(),
 		notAfter: d.bundle.leaf.notAfter,
+		keyType: d.bundle.leaf.keyType,
 		status: "Used",
 		...extra,
 	};

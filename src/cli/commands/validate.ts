@@ -4,6 +4,7 @@ import { configProblems } from "../../config/load.js";
 import type { Config } from "../../config/schema.js";
 import { isCertificateeError } from "../../errors.js";
 import { buildSources } from "../../sources/registry.js";
+import { canonicalCollisions } from "../../targets/naming.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
 
@@ -43,10 +44,20 @@ async function sourceProblems(config: Config): Promise<Array<{ path: string; mes
 	const { sources } = buildSources(config.sources, { stateDir: config.state_dir });
 	const signal = AbortSignal.timeout(60_000);
 	const results = await Promise.all(sources.map((s) => s.load(signal)));
-	return results.flatMap((r, i) =>
+	const files = results.flatMap((r, i) =>
 		r.problems.map((p) => ({
 			path: `sources[${config.sources.findIndex((c) => c.name === sources[i]?.name)}].path`,
 			message: p.error.message,
 		})),
 	);
+	// Certificates named by source files can collide on one storage name too (the config's are checked already).
+	const names = [
+		...config.certificates.map((c) => c.name),
+		...results.flatMap((r) => r.certificates.map((c) => c.name)),
+	];
+	const collisions = canonicalCollisions(names).map((c) => ({
+		path: "certificates",
+		message: `${c.names.map((n) => `"${n}"`).join(" and ")} all become ${c.ref} on HAProxy targets: rename all but one (a source file's name is its certificate's name)`,
+	}));
+	return [...files, ...collisions];
 }

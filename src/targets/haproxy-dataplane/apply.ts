@@ -177,6 +177,13 @@ async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): 
 					hint: "edit the crt-list file by hand (a configuration change)",
 				},
 			);
+		case "runtime-reinsert":
+			// Never planned for this driver (it cannot read the content HAProxy holds): refuse, never guess.
+			throw new CertificateeError(
+				"ENDPOINT_ERROR",
+				`${ctx.endpoint}: cannot re-insert ${action.runtimeName} through the Data Plane API`,
+				{ context: { endpoint: ctx.endpoint, ref: action.ref, operation: action.op } },
+			);
 		case "storage-delete":
 			try {
 				return reloaded(ctx, action, (await client.storage.delete(action.ref, signal)).reload);

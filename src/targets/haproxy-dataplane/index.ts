@@ -108,7 +108,8 @@ export function createDataplaneEndpoint(
 	};
 	const address = config.probe;
 	if (address !== undefined) {
-		driver.probe = (sni, signal) => probeServed({ address, sni, signal, timeoutMs: config.timeout });
+		driver.probe = (sni, signal, keyType) =>
+			probeServed({ address, sni, signal, timeoutMs: config.timeout, ...(keyType ? { keyType } : {}) });
 	}
 	return driver;
 }

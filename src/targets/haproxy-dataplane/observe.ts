@@ -6,6 +6,7 @@
 import { basename, dirname } from "node:path";
 import pLimit from "p-limit";
 import { parseSubjectAltName } from "../../certificates/bundle.js";
+import { keyTypeOf } from "../../certificates/chain.js";
 import { nameSet, normaliseSerial } from "../../certificates/names.js";
 import { isCertificateeError } from "../../errors.js";
 import type { ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
@@ -28,7 +29,10 @@ function list(value: string | undefined): string[] {
 		.filter((s) => s !== "");
 }
 
-/** Storage metadata: decimal serial, names from `domains` and `ip_addresses`. */
+/**
+ * Storage metadata: decimal serial, names from `domains` and `ip_addresses`, the chain as the issuers' CNs
+ * (`issuers`: all the storage view shows of it), the key type from `algorithm` when the server sends it.
+ */
 export function storageMeta(c: SslCertificate): RefMeta {
 	const meta: RefMeta = {};
 	if (c.serial) meta.serial = normaliseSerial(c.serial, 10);
@@ -36,6 +40,8 @@ export function storageMeta(c: SslCertificate): RefMeta {
 	if (notAfter) meta.notAfter = notAfter;
 	const names = [...list(c.domains), ...list(c.ip_addresses)];
 	if (names.length > 0) meta.names = nameSet(names);
+	if (c.issuers !== undefined) meta.chain = { kind: "issuer-cns", cns: list(c.issuers) };
+	if (c.algorithm) meta.keyType = keyTypeOf(c.algorithm);
 	return meta;
 }
 
@@ -47,10 +53,20 @@ export function runtimeMeta(c: SslCertificate): RefMeta {
 	const notAfter = date(c.not_after);
 	if (notAfter) meta.notAfter = notAfter;
 	if (c.subject_alternative_names) {
+		// HAProxy 2.6 prints no IP SANs: then they come from the storage file when it holds the same leaf.
 		const { dns, ip } = parseSubjectAltName(c.subject_alternative_names);
 		meta.names = nameSet([...dns, ...ip]);
+		if (ip.length === 0) meta.namesDnsOnly = true;
 	}
 	if (c.status) meta.status = c.status;
+	if (c.algorithm) meta.keyType = keyTypeOf(c.algorithm);
+	// Only the last intermediate's subject and issuer; absent fields say nothing (older servers omit them).
+	if (c.chain_subject !== undefined || c.chain_issuer !== undefined) {
+		meta.chain = {
+			kind: "last-pair",
+			last: { subject: c.chain_subject ?? "", issuer: c.chain_issuer ?? "" },
+		};
+	}
 	return meta;
 }
 
@@ -91,7 +107,11 @@ export function joinRefs(
 	}
 	const attach = (ref: ObservedRef, r: FetchedRuntime) => {
 		ref.runtimeName = r.name;
-		ref.runtime = r.meta;
+		const file = ref.storage;
+		ref.runtime =
+			file?.names !== undefined && file.serial !== undefined && file.serial === r.meta.serial
+				? { ...r.meta, names: file.names, namesDnsOnly: false }
+				: r.meta;
 		ref.crtLists = [...(crtLists.get(r.name) ?? [])].sort();
 	};
 	const pending: FetchedRuntime[] = [];

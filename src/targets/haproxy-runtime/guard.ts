@@ -3,13 +3,10 @@
  * commit, so an update whose certificate covers fewer names silently moves traffic to the default
  * certificate. Shared with the reconciler, which runs the same check at plan time.
  */
-import { nameCovers } from "../../certificates/index.js";
+import { droppedNames } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 
-/** Names the current certificate covers that the next one does not (wildcards count as names). */
-export function droppedNames(current: readonly string[], next: readonly string[]): string[] {
-	return current.filter((name) => !next.some((n) => nameCovers(n, name)));
-}
+export { droppedNames };
 
 /** UPDATE_DROPS_NAMES when `next` stops covering a served name and removal is not allowed. */
 export function checkNameRemoval(input: {

@@ -5,7 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { type Bundle, checkBundle, combinedPem } from "../../certificates/index.js";
+import { type Bundle, checkBundle, combinedPem, commonName, keyTypeOf } from "../../certificates/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
 import type {
@@ -24,7 +24,16 @@ import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
-import { type CrtDirCache, readCrtDir, removeFile, removeLeftovers, writeAtomic } from "./storage.js";
+import {
+	type CrtDirCache,
+	chainNames,
+	leafMeta,
+	readCrtDir,
+	refPath,
+	removeFile,
+	removeLeftovers,
+	writeAtomic,
+} from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
 export { checkNameRemoval, droppedNames } from "./guard.js";
@@ -98,7 +107,9 @@ export function createRuntimeEndpoint(
 			for (const [ref, meta] of files) refOf(ref).storage = meta;
 			inDir.forEach((name, i) => {
 				const detail = details[i];
-				if (detail) refOf(name.slice(prefix.length)).runtime = runtimeMeta(detail);
+				if (!detail) return;
+				const r = refOf(name.slice(prefix.length));
+				r.runtime = runtimeMeta(detail, r.storage);
 			});
 			for (const { list: l, entries } of members) {
 				for (const e of entries) {
@@ -246,6 +257,8 @@ export function createRuntimeEndpoint(
 				await client.delCert(action.runtimeName);
 				return { action, ok: true };
 			}
+			case "runtime-reinsert":
+				return reinsert(action);
 			default: {
 				const never: never = action;
 				throw new Error(`unknown action ${JSON.stringify(never)}`);
@@ -270,6 +283,37 @@ export function createRuntimeEndpoint(
 		return naming;
 	}
 
+	/**
+	 * Commits a ref again with the content HAProxy already holds (its file, when the file holds the same leaf
+	 * and chain), so its SNI entries go behind the keeper just written. Never sends other content.
+	 */
+	async function reinsert(action: Extract<Action, { op: "runtime-reinsert" }>): Promise<ActionResult> {
+		const held = await client.showCert(action.runtimeName);
+		if (held === undefined) return { action, ok: true, note: "not in HAProxy's store" };
+		const pem = await readFile(refPath(config.crt_dir, action.ref), "utf8").catch(() => undefined);
+		const fileChain = pem === undefined ? [] : chainNames(pem);
+		const sameChain =
+			fileChain.length === held.chain.length &&
+			fileChain.every(
+				(c, i) =>
+					c.subject === commonName(held.chain[i]?.subject ?? "") &&
+					c.issuer === commonName(held.chain[i]?.issuer ?? ""),
+			);
+		if (pem === undefined || leafMeta(pem).sha1 !== held.sha1 || !sameChain) {
+			const error = new CertificateeError(
+				"ENDPOINT_ERROR",
+				`${config.name}: cannot re-insert ${action.runtimeName}: its file does not hold what HAProxy serves`,
+				{
+					context: { ...context, ref: action.ref, operation: action.op },
+					hint: "the names it shares with the keeper are served by it until it is removed or a reload",
+				},
+			);
+			return { action, ok: false, error };
+		}
+		await updateCertificate(client, action.runtimeName, pem);
+		return { action, ok: true };
+	}
+
 	/** HAProxy accepts expired certificates: certificatee checks dates (and chain) itself. */
 	function checkSendable(bundle: Bundle, ref: string): CertificateeError | undefined {
 		const now = deps.now?.() ?? new Date();
@@ -290,23 +334,40 @@ export function createRuntimeEndpoint(
 
 	const driver: RuntimeEndpoint = {
 		name: config.name,
+		reinserts: true,
 		observe,
 		apply,
 		close: () => client.close(),
 	};
 	const probeAddress = config.probe;
 	if (probeAddress !== undefined) {
-		driver.probe = (sni, signal) =>
-			probeServed({ address: probeAddress, sni, signal, timeoutMs: deps.probeTimeoutMs ?? 5_000 });
+		driver.probe = (sni, signal, keyType) =>
+			probeServed({
+				address: probeAddress,
+				sni,
+				signal,
+				timeoutMs: deps.probeTimeoutMs ?? 5_000,
+				...(keyType ? { keyType } : {}),
+			});
 	}
 	return driver;
 }
 
-function runtimeMeta(detail: CertDetail): RefMeta {
-	const meta: RefMeta = { status: detail.status, names: servedNames(detail) };
+/**
+ * HAProxy's view of a certificate. Its listing prints DNS names only: when the file holds the same leaf, the
+ * file's names (IP SANs included) are the certificate's; otherwise the names are marked DNS-only.
+ */
+function runtimeMeta(detail: CertDetail, file: RefMeta | undefined): RefMeta {
+	const sameLeaf = file?.sha1 !== undefined && file.sha1 === detail.sha1 && file.names !== undefined;
+	const meta: RefMeta = {
+		status: detail.status,
+		...(sameLeaf ? { names: file.names } : { names: servedNames(detail), namesDnsOnly: true }),
+		chain: { kind: "names", pairs: detail.chain },
+	};
 	if (detail.serial) meta.serial = detail.serial;
 	if (detail.sha1) meta.sha1 = detail.sha1;
 	if (detail.notAfter) meta.notAfter = detail.notAfter;
+	if (detail.algorithm) meta.keyType = keyTypeOf(detail.algorithm);
 	return meta;
 }
 

@@ -6,7 +6,7 @@
 import { randomBytes, X509Certificate } from "node:crypto";
 import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { describeCertificate } from "../../certificates/index.js";
+import { chainFingerprints, commonName, describeCertificate } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 import type { RefMeta } from "../../reconcile/model.js";
 
@@ -43,22 +43,34 @@ export async function readCrtDir(dir: string, cache: CrtDirCache = new Map()): P
 	return refs;
 }
 
-/** The leaf is the first certificate of a combined PEM (HAProxy's rule too). */
+/** The leaf is the first certificate of a combined PEM (HAProxy's rule too); the others are its chain. */
 export function leafMeta(pem: string): RefMeta {
-	const block = /-----BEGIN CERTIFICATE-----\r?\n[\s\S]*?-----END CERTIFICATE-----/.exec(pem);
-	if (!block) return {};
+	const blocks = pem.match(/-----BEGIN CERTIFICATE-----\r?\n[\s\S]*?-----END CERTIFICATE-----/g);
+	if (!blocks?.[0]) return {};
 	try {
-		const info = describeCertificate(new X509Certificate(block[0]));
+		const [info, ...chain] = blocks.map((b) => describeCertificate(new X509Certificate(b)));
+		if (info === undefined) return {};
 		return {
 			serial: info.serial,
 			sha1: info.sha1,
 			fingerprint: info.fingerprint,
 			notAfter: info.notAfter,
 			names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
+			keyType: info.keyType,
+			chain: chainFingerprints(chain),
 		};
 	} catch {
 		return {};
 	}
+}
+
+/** The intermediates of a combined PEM as HAProxy lists them (subject and issuer CNs), leaf excluded. */
+export function chainNames(pem: string): Array<{ subject: string; issuer: string }> {
+	const blocks = pem.match(/-----BEGIN CERTIFICATE-----\r?\n[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+	return blocks.slice(1).map((b) => {
+		const x = new X509Certificate(b);
+		return { subject: commonName(x.subject), issuer: commonName(x.issuer) };
+	});
 }
 
 /** A ref is a plain file name inside crt_dir. */

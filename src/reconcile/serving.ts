@@ -1,0 +1,154 @@
+/**
+ * Which ref serves each name after a plan's runtime writes. Pure.
+ *
+ * HAProxy serves, for an SNI name and a key type, the certificate whose SNI entries were inserted first;
+ * a runtime update (`commit ssl cert`) or a crt-list add inserts the written certificate's entries behind
+ * every other one. So a keeper's hot update hands each name it shares with another certificate (one that
+ * overlaps without being its duplicate, or that certificatee does not manage) to that certificate.
+ * Where the keeper served the name before the write, the plan re-inserts the other ref right after it
+ * (`runtime-reinsert`: its own content, committed again), so the keeper keeps serving; where it cannot,
+ * the handover is reported as `shadowed` before the write, naming the culprit.
+ */
+import { nameSet } from "../certificates/names.js";
+import type { Verdict } from "./classify.js";
+import type { DesiredCertificate, ObservedRef, ServedCertificate } from "./model.js";
+import type { PlannedStep } from "./plan.js";
+
+export interface ServingAfter {
+	sni: string;
+	/** The ref that serves the name after the writes (for the keeper's key type). */
+	ref: string;
+	/** The desired certificate whose name it is. */
+	certificate: string;
+}
+
+export interface ServingInput {
+	steps: readonly PlannedStep[];
+	refs: ReadonlyMap<string, ObservedRef>;
+	desired: ReadonlyMap<string, DesiredCertificate>;
+	/** Probe results before the writes: who serves each name now. */
+	served?: readonly ServedCertificate[];
+	/** The driver can perform `runtime-reinsert`; otherwise handovers are only reported. */
+	reinserts: boolean;
+}
+
+export interface ServingPlan {
+	/** The steps with re-inserts placed right after the keeper write they undo the handover of. */
+	steps: PlannedStep[];
+	servingAfter: ServingAfter[];
+	/** Names handed to another ref by a write, not prevented: reported before the write. */
+	shadowed: Extract<Verdict, { class: "shadowed" }>[];
+}
+
+/** Refs whose SNI entries will be ahead of `keeper`'s for `sni` once `keeper` is written at step `at`. */
+function aheadOf(input: ServingInput, keeper: string, at: number, sni: string): ObservedRef[] {
+	const step = input.steps[at];
+	const desired =
+		step && "certificate" in step.action ? input.desired.get(step.action.certificate) : undefined;
+	const keyType = desired?.bundle.leaf.keyType;
+	const later = input.steps.slice(at + 1);
+	return [...input.refs.values()].filter((r) => {
+		if (r.ref === keeper || r.runtime === undefined) return false;
+		if (r.runtime.status === "Unused" || r.runtime.status === "Empty") return false;
+		if (!nameSet(r.runtime.names ?? []).includes(sni)) return false;
+		if (r.runtime.keyType !== undefined && keyType !== undefined && r.runtime.keyType !== keyType)
+			return false;
+		// A ref holding the very certificate being written (a duplicate kept current) serves it just as well.
+		if (desired !== undefined && r.runtime.serial === desired.bundle.leaf.serial) return false;
+		const writtenBefore = input.steps
+			.slice(0, at)
+			.some(
+				(s) =>
+					s.action.ref === r.ref && s.action.op === "runtime-set" && s.action.certificate === desired?.name,
+			);
+		if (writtenBefore) return false;
+		// Removed, or written (re-inserted) after the keeper in this plan: not ahead of it.
+		return !later.some(
+			(s) =>
+				s.action.ref === r.ref &&
+				(s.action.op === "runtime-delete" ||
+					s.action.op === "crt-list-remove" ||
+					s.action.op === "runtime-set" ||
+					s.action.op === "runtime-reinsert"),
+		);
+	});
+}
+
+/**
+ * Did the keeper serve the name before the write? The probe says. Without one, only the order a crt
+ * directory loads in tells (file names, byte order): both in the same directory, the keeper's name first.
+ */
+function keeperServesNow(
+	input: ServingInput,
+	keeper: ObservedRef | undefined,
+	other: ObservedRef,
+	sni: string,
+	keyType: string | undefined,
+) {
+	const probe = input.served?.find(
+		(s) => s.sni === sni && (s.keyType === undefined || s.keyType === keyType),
+	);
+	if (probe !== undefined)
+		return keeper?.runtime?.serial !== undefined && probe.serial === keeper.runtime.serial;
+	const dirOf = (r: ObservedRef) => r.runtimeName?.slice(0, r.runtimeName.lastIndexOf("/"));
+	const dir = keeper === undefined ? undefined : dirOf(keeper);
+	if (keeper?.runtimeName === undefined || other.runtimeName === undefined || dir === undefined) return false;
+	const sameDir = dir === dirOf(other) && keeper.crtLists.includes(dir) && other.crtLists.includes(dir);
+	return sameDir && keeper.runtimeName < other.runtimeName;
+}
+
+export function planServing(input: ServingInput): ServingPlan {
+	const steps: PlannedStep[] = [];
+	const servingAfter: ServingAfter[] = [];
+	const shadowed: ServingPlan["shadowed"] = [];
+	input.steps.forEach((step, at) => {
+		steps.push(step);
+		const { action } = step;
+		if (action.op !== "runtime-set" && action.op !== "runtime-add") return;
+		const desired = input.desired.get(action.certificate);
+		if (desired === undefined) return;
+		const keeper = input.refs.get(action.ref);
+		const reinserted = new Set<string>();
+		for (const sni of desired.bundle.leaf.dnsNames) {
+			const ahead = aheadOf(input, action.ref, at, sni);
+			const other = ahead[0];
+			if (other === undefined) {
+				servingAfter.push({ sni, ref: action.ref, certificate: desired.name });
+				continue;
+			}
+			const fixable =
+				input.reinserts &&
+				action.op === "runtime-set" &&
+				ahead.every(
+					(r) =>
+						keeperServesNow(input, keeper, r, sni, desired.bundle.leaf.keyType) &&
+						r.runtimeName !== undefined,
+				);
+			if (fixable) {
+				for (const r of ahead) {
+					if (reinserted.has(r.ref)) continue;
+					reinserted.add(r.ref);
+					steps.push({
+						action: { op: "runtime-reinsert", ref: r.ref, runtimeName: r.runtimeName as string },
+						why: `keeps ${action.ref} serving the names it shares with ${r.ref}: its update re-inserts ${action.ref}'s SNI entries behind ${r.ref}'s`,
+					});
+				}
+				servingAfter.push({ sni, ref: action.ref, certificate: desired.name });
+				continue;
+			}
+			const expires = other.runtime?.notAfter;
+			const current = keeper?.runtime?.notAfter;
+			const sooner = expires !== undefined && current !== undefined && expires < current;
+			servingAfter.push({ sni, ref: other.ref, certificate: desired.name });
+			shadowed.push({
+				class: "shadowed",
+				sni,
+				certificate: desired.name,
+				servedSerial: other.runtime?.serial ?? "",
+				servedBy: other.ref,
+				why: `after the runtime ${action.op === "runtime-add" ? "add" : "update"} of ${action.ref}, HAProxy serves ${other.ref} for ${sni}${expires ? ` (it expires ${expires.toISOString()}${sooner ? `, before ${action.ref}'s current certificate` : ""})` : ""}: the write inserts ${action.ref}'s SNI entries behind it; remove ${other.ref} or make its names equal to ${action.ref}'s`,
+			});
+		}
+	});
+	return { steps, servingAfter, shadowed };
+}
