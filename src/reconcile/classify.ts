@@ -305,6 +305,11 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		};
 		const bundle = match.certificate.bundle;
 		const base = { ref: observed.ref, certificate: match.certificate.name, keeper: match.ref };
+		if (observed.external !== undefined) {
+			// Its file is not the target's to write, and a change in memory only would not survive a reload.
+			verdicts.push({ class: "pinned", ...base, staleSides: [], why: observed.external });
+			continue;
+		}
 		const byFile = crtListFilePin(observed, input.crtLists);
 		const pinned = pinnedReason(observed) ?? byFile?.why ?? input.knownPinned?.get(observed.ref);
 		if (pinned !== undefined && policy.legacyDuplicates === "remove") {

@@ -52,6 +52,11 @@ export interface ObservedRef {
 	crtLists: string[];
 	/** Set when the target cannot address the storage file by its name: a request would reach `addressedAs`. */
 	unaddressable?: { addressedAs: string };
+	/**
+	 * Set for a certificate HAProxy holds from outside the target's storage directory (a `crt` line or a
+	 * crt-list naming another path): observed so the plan knows who serves a name, never written or removed.
+	 */
+	external?: string;
 }
 
 /**

@@ -5,7 +5,8 @@
  * a runtime update (`commit ssl cert`) or a crt-list add inserts the written certificate's entries behind
  * every other one. So a keeper's hot update hands each name it shares with another certificate (one that
  * overlaps without being its duplicate, or that certificatee does not manage) to that certificate.
- * Where the keeper served the name before the write, the plan re-inserts the other ref right after it
+ * Where the keeper should serve the name (a reload would load it first, or it served the name before the
+ * write), the plan re-inserts the other ref right after it
  * (`runtime-reinsert`: its own content, committed again), so the keeper keeps serving; where it cannot,
  * the handover is reported as `shadowed` before the write, naming the culprit.
  */
@@ -74,27 +75,39 @@ function aheadOf(input: ServingInput, keeper: string, at: number, sni: string): 
 	});
 }
 
+/** The keeper as the write leaves it: its runtime name, the lists that load it, the serial it served before. */
+interface KeeperView {
+	runtimeName: string;
+	crtLists: readonly string[];
+	serial?: string;
+}
+
 /**
- * Did the keeper serve the name before the write? The probe says. Without one, only the order a crt
- * directory loads in tells (file names, byte order): both in the same directory, the keeper's name first.
+ * Should the keeper serve the name after the write? Where both are loaded from one crt directory, a reload
+ * inserts them in file-name order (byte order), so the running worker should serve what a reload would.
+ * Elsewhere only the probe tells: the keeper keeps serving what it served before the write.
  */
-function keeperServesNow(
+function keeperFirst(
 	input: ServingInput,
-	keeper: ObservedRef | undefined,
+	keeper: KeeperView,
 	other: ObservedRef,
 	sni: string,
 	keyType: string | undefined,
-) {
+): boolean {
+	const dirOf = (name: string) => name.slice(0, name.lastIndexOf("/"));
+	const dir = dirOf(keeper.runtimeName);
+	if (
+		other.runtimeName !== undefined &&
+		dir === dirOf(other.runtimeName) &&
+		keeper.crtLists.includes(dir) &&
+		other.crtLists.includes(dir)
+	) {
+		return keeper.runtimeName < other.runtimeName;
+	}
 	const probe = input.served?.find(
 		(s) => s.sni === sni && (s.keyType === undefined || s.keyType === keyType),
 	);
-	if (probe !== undefined)
-		return keeper?.runtime?.serial !== undefined && probe.serial === keeper.runtime.serial;
-	const dirOf = (r: ObservedRef) => r.runtimeName?.slice(0, r.runtimeName.lastIndexOf("/"));
-	const dir = keeper === undefined ? undefined : dirOf(keeper);
-	if (keeper?.runtimeName === undefined || other.runtimeName === undefined || dir === undefined) return false;
-	const sameDir = dir === dirOf(other) && keeper.crtLists.includes(dir) && other.crtLists.includes(dir);
-	return sameDir && keeper.runtimeName < other.runtimeName;
+	return probe !== undefined && keeper.serial !== undefined && probe.serial === keeper.serial;
 }
 
 export function planServing(input: ServingInput): ServingPlan {
@@ -116,13 +129,15 @@ export function planServing(input: ServingInput): ServingPlan {
 				servingAfter.push({ sni, ref: action.ref, certificate: desired.name });
 				continue;
 			}
+			const view: KeeperView = {
+				runtimeName: action.runtimeName,
+				crtLists: action.op === "runtime-add" ? [action.crtList] : (keeper?.crtLists ?? []),
+				...(keeper?.runtime?.serial ? { serial: keeper.runtime.serial } : {}),
+			};
 			const fixable =
 				input.reinserts &&
-				action.op === "runtime-set" &&
 				ahead.every(
-					(r) =>
-						keeperServesNow(input, keeper, r, sni, desired.bundle.leaf.keyType) &&
-						r.runtimeName !== undefined,
+					(r) => keeperFirst(input, view, r, sni, desired.bundle.leaf.keyType) && r.runtimeName !== undefined,
 				);
 			if (fixable) {
 				for (const r of ahead) {

@@ -510,10 +510,17 @@ describe("reconcile/classify + plan", () => {
 			]);
 		});
 
-		it("does not reorder what HAProxy serves when the other certificate serves the name already (a reload would undo it)", () => {
-			const r = run(refs(), { served: probe("0E02"), reinserts: true });
+		it("outside one crt directory, does not reorder what HAProxy serves when the other certificate serves the name already (a reload would undo it)", () => {
+			const inList = refs().map((x) => ({ ...x, crtLists: ["/etc/haproxy/list.txt"] }));
+			const r = run(inList, { served: probe("0E02"), reinserts: true });
 			expect(r.ops).toEqual(["runtime-set barsone.pem"]);
 			expect(r.plan.shadowed.map((v) => v.servedBy)).toEqual(["partial.pem"]);
+		});
+
+		it("in one crt directory, file order decides whatever the probe saw: the running worker serves what a reload would", () => {
+			const r = run(refs(), { served: probe("0E02"), reinserts: true });
+			expect(r.ops).toEqual(["runtime-set barsone.pem", "runtime-reinsert partial.pem"]);
+			expect(r.plan.shadowed).toEqual([]);
 		});
 
 		it("without a probe, re-inserts only where a crt directory's file order says the keeper served first", () => {

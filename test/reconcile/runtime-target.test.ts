@@ -5,6 +5,7 @@
  * reload-safety invariant (afterEach).
  */
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { probeServed } from "../../src/probe/index.js";
@@ -136,7 +137,7 @@ describe("reconcile on a real HAProxy (haproxy-runtime target)", () => {
 		expect(await h.command("show ssl cert")).not.toContain("legacy_old.pem");
 	});
 
-	it("a duplicate bound by its own crt line outside crt_dir is never touched", async () => {
+	it("a duplicate bound by its own crt line outside crt_dir: its file is never touched, it is re-inserted behind the renewed keeper so the renewal is served", async () => {
 		const names = ["pin.test"];
 		const keeper = await issueTestLeaf(ca, { names });
 		const legacy = await issueTestLeaf(ca, { names });
@@ -146,9 +147,17 @@ describe("reconcile on a real HAProxy (haproxy-runtime target)", () => {
 		);
 		const renewed = await issueTestLeaf(ca, { names });
 		const e = await cycle(t, [desired("pin", renewed, names)]);
-		// The pinned file is outside crt_dir: certificatee reports what it can see and writes only the keeper.
-		expect(writes(e)).toEqual(["storage-replace pin.pem", "runtime-set pin.pem"]);
-		expect(existsSync(join(h.pinnedDir, "legacy_pin.pem"))).toBe(true);
+		// The pinned file is outside crt_dir: never written or removed. The keeper's update would put its SNI
+		// entries behind the pinned certificate's, so that one is committed again, with its own file, after it.
+		const pinnedPath = join(h.pinnedDir, "legacy_pin.pem");
+		expect(writes(e)).toEqual([
+			"storage-replace pin.pem",
+			"runtime-set pin.pem",
+			`runtime-reinsert ${pinnedPath}`,
+		]);
+		expect(e.verdicts.find((v) => "ref" in v && v.ref === pinnedPath)?.class).toBe("pinned");
+		expect(await readFile(pinnedPath, "utf8")).toBe(legacy.combinedPem);
+		expect(await served(h, "pin.test")).toBe(normal(renewed.serial));
 		expect(await h.workerPid()).toBeGreaterThan(0);
 	});
 
@@ -191,17 +200,26 @@ describe("reconcile on a real HAProxy (haproxy-runtime target)", () => {
 		expect(existsSync(join(h.crtDir, "legacy_rep.pem"))).toBe(true);
 	});
 
-	it("a missing certificate is created and made live without reload; unmanaged and ambiguous refs are untouched", async () => {
+	it("a missing certificate is created and made live without reload, served for every name as a reload would; unmanaged and ambiguous refs keep their content", async () => {
 		const other = await issueTestLeaf(ca, { names: ["other.test"] });
 		const partial = await issueTestLeaf(ca, { names: ["new.test"] });
 		const { h, t } = await setup({ "other.pem": other.combinedPem, "partial.pem": partial.combinedPem });
 		const pid = await h.workerPid();
 		const fresh = await issueTestLeaf(ca, { names: ["new.test", "www.new.test"] });
 		const e = await cycle(t, [desired("new", fresh, ["new.test", "www.new.test"])]);
-		expect(writes(e)).toEqual(["storage-create new.pem", "runtime-add new.pem"]);
+		// A reload loads the crt directory in file-name order (new.pem before partial.pem, so new.pem serves
+		// new.test); the runtime add appends new.pem behind partial.pem, so partial.pem is committed again, with
+		// its own file, right after it: the running worker serves what a reload would.
+		expect(writes(e)).toEqual([
+			"storage-create new.pem",
+			"runtime-add new.pem",
+			"runtime-reinsert partial.pem",
+		]);
 		expect(e.verdicts.find((v) => "ref" in v && v.ref === "other.pem")?.class).toBe("unmanaged");
 		expect(e.verdicts.find((v) => "ref" in v && v.ref === "partial.pem")?.class).toBe("ambiguous");
+		expect(await readFile(join(h.crtDir, "partial.pem"), "utf8")).toBe(partial.combinedPem);
 		expect(await served(h, "www.new.test")).toBe(normal(fresh.serial));
+		expect(await served(h, "new.test")).toBe(normal(fresh.serial));
 		expect(writes(await cycle(t, [desired("new", fresh, ["new.test", "www.new.test"])]))).toEqual([]);
 		expect(await h.workerPid()).toBe(pid);
 	});

@@ -4,7 +4,7 @@
  * connection; apply() performs one Action and reports it as a value; nothing here ever reloads HAProxy.
  */
 import { readFile } from "node:fs/promises";
-import { dirname } from "node:path";
+import { dirname, isAbsolute } from "node:path";
 import { type Bundle, checkBundle, combinedPem, commonName, keyTypeOf } from "../../certificates/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
@@ -89,9 +89,13 @@ export function createRuntimeEndpoint(
 			]);
 			const prefix = `${dirName}/`;
 			const inDir = list.names.filter((n) => n.startsWith(prefix) && !n.slice(prefix.length).includes("/"));
+			// Certificates loaded from elsewhere (a crt line, a crt-list naming other paths) are observed too, so
+			// the plan knows who serves a name; they are never written or removed.
+			const outside = list.names.filter((n) => !inDir.includes(n) && !n.startsWith("*"));
 			// Queued back to back on the one connection: no connection per certificate.
-			const [details, members] = await Promise.all([
+			const [details, outsideDetails, members] = await Promise.all([
 				Promise.all(inDir.map((n) => client.showCert(n))),
+				Promise.all(outside.map((n) => client.showCert(n))),
 				Promise.all(lists.map(async (l) => ({ list: l, entries: (await client.showCrtList(l)) ?? [] }))),
 			]);
 			signal.throwIfAborted();
@@ -111,14 +115,24 @@ export function createRuntimeEndpoint(
 				const r = refOf(name.slice(prefix.length));
 				r.runtime = runtimeMeta(detail, r.storage);
 			});
+			outside.forEach((name, i) => {
+				const detail = outsideDetails[i];
+				if (!detail) return;
+				refs.set(name, {
+					ref: name,
+					runtimeName: name,
+					runtime: runtimeMeta(detail, undefined),
+					crtLists: [],
+					external: `loaded from ${name}, outside crt_dir ${config.crt_dir}: certificatee never writes or removes it; it can only go with a configuration change and a reload`,
+				});
+			});
 			for (const { list: l, entries } of members) {
 				for (const e of entries) {
-					if (!e.file.startsWith(prefix)) continue;
-					const r = refs.get(e.file.slice(prefix.length));
+					const r = e.file.startsWith(prefix) ? refs.get(e.file.slice(prefix.length)) : refs.get(e.file);
 					if (r && !r.crtLists.includes(l)) r.crtLists.push(l);
 				}
 			}
-			const names = [...refs.keys()].map(runtimeName);
+			const names = [...refs.values()].filter((r) => r.external === undefined).map((r) => runtimeName(r.ref));
 			const crtLists = await Promise.all(
 				members.map(({ list: l, entries }) => describeCrtList(l, entries, names, [dirName])),
 			);
@@ -290,7 +304,12 @@ export function createRuntimeEndpoint(
 	async function reinsert(action: Extract<Action, { op: "runtime-reinsert" }>): Promise<ActionResult> {
 		const held = await client.showCert(action.runtimeName);
 		if (held === undefined) return { action, ok: true, note: "not in HAProxy's store" };
-		const pem = await readFile(refPath(config.crt_dir, action.ref), "utf8").catch(() => undefined);
+		// A ref outside crt_dir is named by its absolute path: read there (never written).
+		const path =
+			action.ref === action.runtimeName && isAbsolute(action.ref)
+				? action.ref
+				: refPath(config.crt_dir, action.ref);
+		const pem = await readFile(path, "utf8").catch(() => undefined);
 		const fileChain = pem === undefined ? [] : chainNames(pem);
 		const sameChain =
 			fileChain.length === held.chain.length &&

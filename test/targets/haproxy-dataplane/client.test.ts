@@ -118,7 +118,6 @@ describe("targets/haproxy-dataplane/client", () => {
 		});
 		expect(((await reached.json()) as { storage_name: string }).storage_name).toBe("dots_x.pem");
 		await client.storage.delete("dots_x.pem", signal());
-		await assertReloadSafe(h);
 	});
 
 	it("the double answers set ssl cert requests of bufsize bytes as HAProxy 2.6 reacts (spin, then death; larger: closed), never sending them", async () => {
