@@ -83,8 +83,20 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 						why,
 					});
 				} else if (file) {
+					// Made live only where a reload keeps serving it: when its directory is itself a crt directory.
+					const name = runtimeName(ref);
+					const dir = name.slice(0, name.lastIndexOf("/"));
+					const loadedFromDir = [...(input.crtLists?.values() ?? [])].some(
+						(l) => l.kind === "directory" && l.name.replace(/\/+$/, "") === dir,
+					);
+					if (!loadedFromDir) {
+						notes.push(
+							`${ref}: written to storage, not made live: pending a configuration change: add the line "${name}" to the crt-list file ${crtList}, then reload (a runtime-only add would be lost at the next reload)`,
+						);
+						return;
+					}
 					notes.push(
-						`${ref}: pending a configuration change: add the line "${runtimeName(ref)}" to the crt-list file ${crtList}, or HAProxy stops serving it at its next reload`,
+						`${ref}: made live through ${crtList} in memory; the file does not name it, so after a reload HAProxy serves it from the crt directory ${dir} (add the line "${name}" to ${crtList} to keep its options)`,
 					);
 				}
 				into.push({

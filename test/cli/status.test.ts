@@ -136,6 +136,13 @@ describe("cli/status (the built CLI as a child process, on a real HAProxy)", () 
 			}),
 		]);
 		expect(summary.unmanaged).toEqual([
+			// The bind's default certificate, loaded from outside crt_dir: observed with its expiry, never written.
+			expect.objectContaining({
+				target: "lb1",
+				endpoint: "lb1",
+				ref: join(h.dir, "default.pem"),
+				class: "unmanaged",
+			}),
 			{
 				target: "lb1",
 				endpoint: "lb1",

@@ -115,11 +115,17 @@ describe("reconcile/plan with crt-list files", () => {
 		]);
 	});
 
-	it("a new certificate into a file the target cannot edit: added in memory, the line reported as pending", () => {
+	it("a new certificate into a file the target cannot edit: written to storage only, the line reported as pending (a runtime-only add would be lost at the next reload)", () => {
 		const r = run([], [fileList(false)]);
-		expect(r.ops).toEqual(["storage-create barsone.pem", "runtime-add barsone.pem"]);
+		expect(r.ops).toEqual(["storage-create barsone.pem"]);
 		expect(r.notes).toEqual([
-			`barsone.pem: pending a configuration change: add the line "/etc/haproxy/ssl/barsone.pem" to the crt-list file ${LIST}, or HAProxy stops serving it at its next reload`,
+			`barsone.pem: written to storage, not made live: pending a configuration change: add the line "/etc/haproxy/ssl/barsone.pem" to the crt-list file ${LIST}, then reload (a runtime-only add would be lost at the next reload)`,
 		]);
+	});
+
+	it("a new certificate into a file the target cannot edit, its directory a crt directory: added in memory, a reload serves it from the directory", () => {
+		const r = run([], [fileList(false), { name: "/etc/haproxy/ssl", kind: "directory", editable: false }]);
+		expect(r.ops).toEqual(["storage-create barsone.pem", "runtime-add barsone.pem"]);
+		expect(r.notes[0]).toMatch(/after a reload HAProxy serves it from the crt directory \/etc\/haproxy\/ssl/);
 	});
 });

@@ -15,7 +15,6 @@ import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/cert
 import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/index.js";
 import { failure } from "../../harness/failure.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
-import { assertReloadSafe } from "../../harness/invariant.js";
 
 const signal = () => AbortSignal.timeout(20_000);
 
@@ -146,7 +145,6 @@ describe("targets/haproxy-dataplane/client", () => {
 			await c.close();
 			await own.close();
 		}
-		await assertReloadSafe(h);
 	});
 
 	it("replaces a storage file (text/plain) and never creates one with PUT", async () => {

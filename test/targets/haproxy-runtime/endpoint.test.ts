@@ -90,7 +90,16 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 		});
 		expect(a?.storage?.sha1).toBe(a?.runtime?.sha1);
 		expect(a?.storage?.fingerprint).toMatch(/^[0-9A-F]{64}$/);
-		expect(o.refs.map((r) => r.ref)).toEqual(["a.pem", "b.pem", "barsone.pem", "legacy_barsone.pem"]);
+		expect(o.refs.filter((r) => r.external === undefined).map((r) => r.ref)).toEqual([
+			"a.pem",
+			"b.pem",
+			"barsone.pem",
+			"legacy_barsone.pem",
+		]);
+		// The bind's default certificate, loaded from outside crt_dir: observed (who serves what), never written.
+		const outside = o.refs.filter((r) => r.external !== undefined);
+		expect(outside.map((r) => r.ref)).toEqual([join(h.dir, "default.pem")]);
+		expect(outside[0]?.storage).toBeUndefined();
 	});
 
 	it("hot swap: storage-replace + runtime-set, probe sees the new serial, no reload, file 0600, no temp left", async () => {
