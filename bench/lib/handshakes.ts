@@ -38,7 +38,9 @@ export async function startHandshakes(
 		child.once("exit", (code) => reject(new Error(`handshaker exited ${code}`)));
 	});
 	await ready;
-	const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+	// "close", not "exit": the stats line can still be in the pipe when the process has exited (a large
+	// latency list was parsed half-read: "Expected ',' or ']' after array element").
+	const exited = new Promise<void>((resolve) => child.once("close", () => resolve()));
 	return {
 		async stop() {
 			child.stdin.write("stop\n");
