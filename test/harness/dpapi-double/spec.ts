@@ -3,6 +3,7 @@
  * double serves are compiled (with every component they reference, taken from the spec file unchanged):
  * compiling all 1.2 MB takes ~27 s, the subset well under a second.
  */
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -101,7 +102,9 @@ export interface SpecValidator {
 function loadSubset(): JsonObject {
 	const file = findSpecFile();
 	const { size, mtimeMs } = statSync(file);
-	const cache = join(tmpdir(), `certificatee-dpapi-spec-${size}-${Math.round(mtimeMs)}.json`);
+	// Keyed by the served paths too: a subset cached before a path was added must not be reused.
+	const paths = createHash("sha256").update(SERVED_PATHS.join("\n")).digest("hex").slice(0, 12);
+	const cache = join(tmpdir(), `certificatee-dpapi-spec-${size}-${Math.round(mtimeMs)}-${paths}.json`);
 	try {
 		return JSON.parse(readFileSync(cache, "utf8")) as JsonObject;
 	} catch {
