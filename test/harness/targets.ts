@@ -67,7 +67,12 @@ export interface Rig {
 	/** The Data Plane API double in front of `h`; at teardown it must have stayed on spec, then it closes. */
 	dpapi(h: Haproxy, options?: Omit<DpapiDoubleOptions, "haproxy">): Promise<DpapiDouble>;
 	runtime(h: Haproxy, overrides?: RuntimeOverrides, extra?: Partial<TargetDeps>): BuiltTarget;
-	dataplane(h: Haproxy, d: DpapiDouble, overrides?: DataplaneOverrides, extra?: Partial<TargetDeps>): BuiltTarget;
+	dataplane(
+		h: Haproxy,
+		d: DpapiDouble,
+		overrides?: DataplaneOverrides,
+		extra?: Partial<TargetDeps>,
+	): BuiltTarget;
 	/** Anything else to release at teardown (a check client, a temp directory), in the same order. */
 	onTeardown(release: () => Promise<void> | void): void;
 }

@@ -15,7 +15,7 @@ import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../
 import type { DpapiDouble } from "../harness/dpapi-double/index.js";
 import type { HaproxyOptions } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
-import { okWrites as writes, rig, servedSerial as served, syncOnce as cycle } from "../harness/targets.js";
+import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;

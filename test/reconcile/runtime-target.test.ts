@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { okWrites as writes, rig, servedSerial as served, syncOnce as cycle } from "../harness/targets.js";
+import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
