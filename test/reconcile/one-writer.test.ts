@@ -7,11 +7,9 @@
  * has another address: it shares the queue through the worker both observe (node, pid, start time).
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { combinedPem } from "../../src/certificates/bundle.js";
 import { probeServed } from "../../src/probe/index.js";
 import { runCycle } from "../../src/reconcile/cycle.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
-import type { StepView } from "../../src/reconcile/report.js";
 import { createWriteQueues, type WriteQueues } from "../../src/reconcile/writers.js";
 import { RuntimeClient } from "../../src/targets/haproxy-runtime/socket.js";
 import type { BuiltTarget } from "../../src/targets/registry.js";
@@ -19,7 +17,7 @@ import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.j
 import type { Haproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
 import { rig } from "../harness/targets.js";
-import { desiredFromLeaf } from "./scenario.js";
+import { crtDirOf, describeStep, desiredFromLeaf } from "./scenario.js";
 
 let ca: TestIssuer;
 const r = rig();
@@ -49,7 +47,7 @@ async function issueAll(): Promise<DesiredCertificate[]> {
 async function startNode(): Promise<{ h: Haproxy; check: RuntimeClient }> {
 	const initial = await issueAll();
 	const h = await r.haproxy({
-		crtDir: Object.fromEntries(initial.map((d) => [`${d.name}.pem`, combinedPem(d.bundle)])),
+		crtDir: crtDirOf(initial),
 	});
 	const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
 	r.onTeardown(() => check.close());
@@ -113,7 +111,3 @@ describe("one writer per HAProxy process", () => {
 		await assertReloadSafe(h);
 	});
 });
-
-function describeStep(s: StepView): string {
-	return `${s.op} ${s.ref}: ${s.result}${s.error ? ` ${s.error.code} ${s.error.message}` : ""}${s.note ? ` (${s.note})` : ""}`;
-}

@@ -11,10 +11,9 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import pLimit from "p-limit";
 import { beforeAll, describe, expect, it } from "vitest";
-import { combinedPem, parseBundle } from "../../src/certificates/bundle.js";
+import { parseBundle } from "../../src/certificates/bundle.js";
 import { probeServed } from "../../src/probe/index.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
-import type { StepView } from "../../src/reconcile/report.js";
 import { createWriteQueues } from "../../src/reconcile/writers.js";
 import { RuntimeClient } from "../../src/targets/haproxy-runtime/socket.js";
 import type { BuiltTarget } from "../../src/targets/registry.js";
@@ -23,7 +22,7 @@ import type { DpapiDouble } from "../harness/dpapi-double/index.js";
 import type { Haproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
 import { rig, syncOnce } from "../harness/targets.js";
-import { desiredFromLeaf } from "./scenario.js";
+import { crtDirOf, describeStep, desiredFromLeaf } from "./scenario.js";
 
 const COUNT = 100;
 const ROUNDS = 10;
@@ -63,7 +62,7 @@ async function setup(
 ): Promise<{ h: Haproxy; t: BuiltTarget; check: RuntimeClient }> {
 	const initial = await issueAll(count);
 	const h = await r.haproxy({
-		crtDir: Object.fromEntries(initial.map((d) => [`${d.name}.pem`, combinedPem(d.bundle)])),
+		crtDir: crtDirOf(initial),
 	});
 	const t = await target(h);
 	const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
@@ -154,7 +153,3 @@ describe("a reload during a cycle", () => {
 		await assertReloadSafe(node.h);
 	}, 300_000);
 });
-
-function describeStep(s: StepView): string {
-	return `${s.op} ${s.ref}: ${s.result}${s.error ? ` ${s.error.code} ${s.error.message}` : ""}${s.note ? ` (${s.note})` : ""}`;
-}
