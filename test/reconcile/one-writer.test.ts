@@ -46,9 +46,7 @@ async function issueAll(): Promise<DesiredCertificate[]> {
 /** A HAProxy holding every certificate of both groups. */
 async function startNode(): Promise<{ h: Haproxy; check: RuntimeClient }> {
 	const initial = await issueAll();
-	const h = await r.haproxy({
-		crtDir: crtDirOf(initial),
-	});
+	const h = await r.haproxy({ crtDir: crtDirOf(initial) });
 	const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
 	r.onTeardown(() => check.close());
 	return { h, check };

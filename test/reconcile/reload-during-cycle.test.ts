@@ -61,9 +61,7 @@ async function setup(
 	target: (h: Haproxy) => Promise<BuiltTarget>,
 ): Promise<{ h: Haproxy; t: BuiltTarget; check: RuntimeClient }> {
 	const initial = await issueAll(count);
-	const h = await r.haproxy({
-		crtDir: crtDirOf(initial),
-	});
+	const h = await r.haproxy({ crtDir: crtDirOf(initial) });
 	const t = await target(h);
 	const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
 	r.onTeardown(() => check.close());
