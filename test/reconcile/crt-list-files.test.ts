@@ -7,49 +7,26 @@
 import { existsSync } from "node:fs";
 import { chmod, chown, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
-import { probeServed } from "../../src/probe/index.js";
-import type { DesiredCertificate } from "../../src/reconcile/model.js";
-import type { EndpointReport } from "../../src/reconcile/report.js";
-import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
-import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
-import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { assertConfigValid, assertReloadSafe } from "../harness/invariant.js";
+import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
-const running: Array<{ h: Haproxy; t: BuiltTarget; d?: DpapiDouble }> = [];
+const r = rig();
 
 beforeAll(async () => {
 	ca = await createTestCa("crt-list files CA");
 });
-afterEach(async () => {
-	for (const r of running.splice(0)) {
-		await r.t.close();
-		r.d?.assertSpecClean();
-		await r.d?.close();
-		await r.h.stop();
-	}
-});
-
-async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<EndpointReport> {
-	const report = await t.runner.run(want, "sync", new AbortController().signal);
-	return report.endpoints[0] as EndpointReport;
-}
-
-const served = async (h: Haproxy, sni: string) => (await probeServed({ address: h.address, sni })).serial;
-const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
 
 /**
  * HAProxy with a crt-list file written the way operators write them (comments, blank lines, options,
  * SNI filters, a negative filter), its certificates in `<dir>/list/`; reloaded so HAProxy reads that text.
  */
 async function withCrtListFile(pems: Record<string, string>, lines: (list: string) => string) {
-	const h = await startHaproxy({
+	const h = await r.haproxy({
 		crtList: Object.entries(pems).map(([file, pem]) => ({ file, pem })),
 	});
 	const listDir = join(h.dir, "list");
@@ -84,16 +61,7 @@ describe("crt-list files (haproxy-runtime target)", () => {
 					"",
 				].join("\n"),
 		);
-		const config = runtimeTargetSchema.parse({
-			name: "lb1",
-			type: "haproxy-runtime",
-			socket: h.adminSocket,
-			crt_dir: listDir,
-			crt_list: h.crtListPath,
-			probe: h.address,
-		});
-		const t = buildTarget(config, { now: () => new Date() });
-		running.push({ h, t });
+		const t = r.runtime(h, { crt_dir: listDir, crt_list: h.crtListPath });
 		const pid = await h.workerPid();
 		const want = [desired("barsone", keeper, names), desired("fresh", fresh, ["fresh.test"])];
 		// The file keeps its mode, and its owner when certificatee may keep it (as root).
@@ -144,18 +112,7 @@ describe("crt-list files (haproxy-runtime target): repairing an older tool's dam
 		// What the storage-only delete of earlier versions did: the file is gone, the list still names it.
 		await rm(join(listDir, "legacy_mend.pem"));
 		await expect(assertConfigValid(h)).rejects.toThrow(/haproxy -c .* failed/);
-		const t = buildTarget(
-			runtimeTargetSchema.parse({
-				name: "lb1",
-				type: "haproxy-runtime",
-				socket: h.adminSocket,
-				crt_dir: listDir,
-				crt_list: h.crtListPath,
-				probe: h.address,
-			}),
-			{ now: () => new Date() },
-		);
-		running.push({ h, t });
+		const t = r.runtime(h, { crt_dir: listDir, crt_list: h.crtListPath });
 
 		const first = await cycle(t, [desired("mend", keeper, names)]);
 		expect(first.verdicts).toContainEqual(
@@ -192,18 +149,8 @@ describe("crt-list files (haproxy-dataplane target)", () => {
 					"",
 				].join("\n"),
 		);
-		const d = await startDpapiDouble({ haproxy: h, storageDir: listDir });
-		const config = dataplaneTargetSchema.parse({
-			name: "fra-staging",
-			type: "haproxy-dataplane",
-			storage_dir: listDir,
-			crt_list: h.crtListPath,
-			endpoints: [
-				{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
-			],
-		});
-		const t = buildTarget(config, { now: () => new Date() });
-		running.push({ h, d, t });
+		const d = await r.dpapi(h, { storageDir: listDir });
+		const t = r.dataplane(h, d, { storage_dir: listDir, crt_list: h.crtListPath });
 		const pid = await h.workerPid();
 		const want = [desired("dp", keeper, names)];
 		const line = `${listDir}/legacy_dp.pem [alpn h2] dp.test www.dp.test`;

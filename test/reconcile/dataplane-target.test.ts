@@ -8,69 +8,46 @@ import { X509Certificate } from "node:crypto";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
-import { probeServed } from "../../src/probe/index.js";
-import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import type { EndpointReport } from "../../src/reconcile/report.js";
-import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
-import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
-import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { type Haproxy, type HaproxyOptions, startHaproxy } from "../harness/haproxy.js";
+import type { DpapiDouble } from "../harness/dpapi-double/index.js";
+import type { HaproxyOptions } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
+import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
-const running: Array<{ h: Haproxy; d: DpapiDouble; t: BuiltTarget }> = [];
+const r = rig({ reloadSafe: true });
 
 beforeAll(async () => {
 	ca = await createTestCa("reconcile dataplane CA");
 });
-afterEach(async () => {
-	for (const r of running.splice(0)) {
-		try {
-			await r.t.close();
-			r.d.assertSpecClean();
-			await r.d.close();
-			await assertReloadSafe(r.h);
-		} finally {
-			await r.h.stop();
-		}
-	}
-});
 
-async function setup(crtDir: Record<string, string>, extra: Record<string, unknown> = {}) {
+interface Extra {
+	trailingSlash?: boolean;
+	crtList?: boolean;
+	bufsize?: number;
+}
+
+async function setup(crtDir: Record<string, string>, extra: Extra = {}) {
 	return setupWith({ crtDir }, extra);
 }
 
-async function setupWith(options: HaproxyOptions, extra: Record<string, unknown> = {}) {
-	const h = await startHaproxy(options);
-	const d = await startDpapiDouble({ haproxy: h });
-	const config = dataplaneTargetSchema.parse({
-		name: "fra-staging",
-		type: "haproxy-dataplane",
+async function setupWith(options: HaproxyOptions, extra: Extra = {}) {
+	const h = await r.haproxy(options);
+	const d = await r.dpapi(h);
+	const t = r.dataplane(h, d, {
 		storage_dir: extra.trailingSlash ? `${h.crtDir}/` : h.crtDir,
 		...(extra.crtList ? { crt_list: h.crtListPath } : {}),
 		...(extra.bufsize ? { bufsize: extra.bufsize } : {}),
-		endpoints: [
-			{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
-		],
 	});
-	const t = buildTarget(config, { now: () => new Date() });
-	running.push({ h, d, t });
 	return { h, d, t };
-}
-
-async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<EndpointReport> {
-	const report = await t.runner.run(want, "sync", new AbortController().signal);
-	return report.endpoints[0] as EndpointReport;
 }
 
 const e0Verdicts = (all: EndpointReport["verdicts"][]) =>
 	(all[0] ?? []).map((v) => `${v.class} ${"ref" in v ? v.ref : v.sni}`);
-const served = async (h: Haproxy, sni: string) => (await probeServed({ address: h.address, sni })).serial;
-const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
 const WRITE_OPS = /^(create|replace|delete|add)/;
 const apiWrites = (d: DpapiDouble) =>
 	Object.entries(d.counts())
@@ -128,24 +105,14 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		const names = ["pinned.test", "www.pinned.test"];
 		const v1 = await issueTestLeaf(ca, { names });
 		const legacy = await issueTestLeaf(ca, { names });
-		const h = await startHaproxy({
+		const h = await r.haproxy({
 			crtList: [{ file: "pinned.pem", pem: v1.combinedPem }],
 			pinned: { "legacy_pinned.pem": legacy.combinedPem },
 			pinnedIn: "crt-list",
 		});
 		const storageDir = join(h.dir, "list");
-		const d = await startDpapiDouble({ haproxy: h, storageDir });
-		const config = dataplaneTargetSchema.parse({
-			name: "fra-staging",
-			type: "haproxy-dataplane",
-			storage_dir: storageDir,
-			crt_list: h.crtListPath,
-			endpoints: [
-				{ name: "haproxy-fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
-			],
-		});
-		const t = buildTarget(config, { now: () => new Date() });
-		running.push({ h, d, t });
+		const d = await r.dpapi(h, { storageDir });
+		const t = r.dataplane(h, d, { storage_dir: storageDir, crt_list: h.crtListPath });
 		const pid = await h.workerPid();
 		const deletes = () =>
 			d.requests.filter((r) => r.method === "delete").map((r) => `${r.operation} ${r.path}`);

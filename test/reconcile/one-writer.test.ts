@@ -6,31 +6,24 @@
  * runtime write reported ok is read back from HAProxy. A Data Plane API endpoint in front of the same HAProxy
  * has another address: it shares the queue through the worker both observe (node, pid, start time).
  */
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { combinedPem } from "../../src/certificates/bundle.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { probeServed } from "../../src/probe/index.js";
 import { runCycle } from "../../src/reconcile/cycle.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
-import type { StepView } from "../../src/reconcile/report.js";
 import { createWriteQueues, type WriteQueues } from "../../src/reconcile/writers.js";
-import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
-import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
 import { RuntimeClient } from "../../src/targets/haproxy-runtime/socket.js";
-import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
+import type { BuiltTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import type { Haproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
-import { desiredFromLeaf } from "./scenario.js";
+import { rig } from "../harness/targets.js";
+import { crtDirOf, describeStep, desiredFromLeaf } from "./scenario.js";
 
 let ca: TestIssuer;
-const cleanup: Array<() => Promise<void>> = [];
+const r = rig();
 
 beforeAll(async () => {
 	ca = await createTestCa("one writer CA");
-});
-afterEach(async () => {
-	for (const c of cleanup.splice(0).reverse()) await c();
 });
 
 const PER_TARGET = 8;
@@ -53,29 +46,14 @@ async function issueAll(): Promise<DesiredCertificate[]> {
 /** A HAProxy holding every certificate of both groups. */
 async function startNode(): Promise<{ h: Haproxy; check: RuntimeClient }> {
 	const initial = await issueAll();
-	const h = await startHaproxy({
-		crtDir: Object.fromEntries(initial.map((d) => [`${d.name}.pem`, combinedPem(d.bundle)])),
-	});
-	cleanup.push(() => h.stop());
+	const h = await r.haproxy({ crtDir: crtDirOf(initial) });
 	const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
-	cleanup.push(() => check.close());
+	r.onTeardown(() => check.close());
 	return { h, check };
 }
 
 function runtimeTarget(h: Haproxy, group: "a" | "b", writeQueues: WriteQueues): BuiltTarget {
-	const t = buildTarget(
-		runtimeTargetSchema.parse({
-			name: `lb1-${group}`,
-			type: "haproxy-runtime",
-			socket: h.adminSocket,
-			crt_dir: h.crtDir,
-			probe: h.address,
-			certificates: groups[group],
-		}),
-		{ now: () => new Date(), writeQueues },
-	);
-	cleanup.push(() => t.close());
-	return t;
+	return r.runtime(h, { name: `lb1-${group}`, certificates: groups[group] }, { writeQueues });
 }
 
 /** ROUNDS renewals of both groups, the targets run concurrently by one cycle; every round checked. */
@@ -124,30 +102,10 @@ describe("one writer per HAProxy process", () => {
 
 	it("a Data Plane API target and a haproxy-runtime target on one HAProxy (other addresses, one worker) share the queue", async () => {
 		const { h, check } = await startNode();
-		const d = await startDpapiDouble({ haproxy: h });
-		cleanup.push(async () => {
-			d.assertSpecClean();
-			await d.close();
-		});
+		const d = await r.dpapi(h);
 		const writeQueues = createWriteQueues();
-		const api = buildTarget(
-			dataplaneTargetSchema.parse({
-				name: "fra-a",
-				type: "haproxy-dataplane",
-				storage_dir: h.crtDir,
-				certificates: groups.a,
-				endpoints: [
-					{ name: "fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
-				],
-			}),
-			{ now: () => new Date(), writeQueues },
-		);
-		cleanup.push(() => api.close());
+		const api = r.dataplane(h, d, { name: "fra-a", certificates: groups.a }, { writeQueues });
 		await renewConcurrently(h, check, [api, runtimeTarget(h, "b", writeQueues)]);
 		await assertReloadSafe(h);
 	});
 });
-
-function describeStep(s: StepView): string {
-	return `${s.op} ${s.ref}: ${s.result}${s.error ? ` ${s.error.code} ${s.error.message}` : ""}${s.note ? ` (${s.note})` : ""}`;
-}

@@ -10,33 +10,28 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import pLimit from "p-limit";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { combinedPem, parseBundle } from "../../src/certificates/bundle.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { parseBundle } from "../../src/certificates/bundle.js";
 import { probeServed } from "../../src/probe/index.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
-import type { EndpointReport, StepView } from "../../src/reconcile/report.js";
 import { createWriteQueues } from "../../src/reconcile/writers.js";
-import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
-import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
 import { RuntimeClient } from "../../src/targets/haproxy-runtime/socket.js";
-import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
+import type { BuiltTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import type { DpapiDouble } from "../harness/dpapi-double/index.js";
+import type { Haproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
-import { desiredFromLeaf } from "./scenario.js";
+import { rig, syncOnce } from "../harness/targets.js";
+import { crtDirOf, describeStep, desiredFromLeaf } from "./scenario.js";
 
 const COUNT = 100;
 const ROUNDS = 10;
 
 let ca: TestIssuer;
-const cleanup: Array<() => Promise<void>> = [];
+const r = rig();
 
 beforeAll(async () => {
 	ca = await createTestCa("reload during a cycle CA");
-});
-afterEach(async () => {
-	for (const c of cleanup.splice(0).reverse()) await c();
 });
 
 async function issueAll(count: number): Promise<DesiredCertificate[]> {
@@ -66,14 +61,10 @@ async function setup(
 	target: (h: Haproxy) => Promise<BuiltTarget>,
 ): Promise<{ h: Haproxy; t: BuiltTarget; check: RuntimeClient }> {
 	const initial = await issueAll(count);
-	const h = await startHaproxy({
-		crtDir: Object.fromEntries(initial.map((d) => [`${d.name}.pem`, combinedPem(d.bundle)])),
-	});
-	cleanup.push(() => h.stop());
+	const h = await r.haproxy({ crtDir: crtDirOf(initial) });
 	const t = await target(h);
-	cleanup.push(() => t.close());
 	const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
-	cleanup.push(() => check.close());
+	r.onTeardown(() => check.close());
 	return { h, t, check };
 }
 
@@ -98,8 +89,7 @@ async function rollWithReloads(
 		const delay = Math.round(rand() * rollMs);
 		const reload = sleep(delay).then(() => h.reload());
 		const started = performance.now();
-		const e = (await t.runner.run(desired, "sync", new AbortController().signal))
-			.endpoints[0] as EndpointReport;
+		const e = await syncOnce(t, desired);
 		rollMs = performance.now() - started;
 		const after = await reload;
 		expect(after.pid).not.toBe(before.pid);
@@ -144,18 +134,7 @@ async function rollWithReloads(
 
 describe("a reload during a cycle", () => {
 	it("haproxy-runtime: SIGUSR2 at random moments during a 100-certificate roll (10 rounds): no write reported ok that the serving worker lacks; every name serves its renewal", async () => {
-		const node = await setup(COUNT, async (h) =>
-			buildTarget(
-				runtimeTargetSchema.parse({
-					name: "lb1",
-					type: "haproxy-runtime",
-					socket: h.adminSocket,
-					crt_dir: h.crtDir,
-					probe: h.address,
-				}),
-				{ now: () => new Date(), writeQueues: createWriteQueues() },
-			),
-		);
+		const node = await setup(COUNT, async (h) => r.runtime(h, {}, { writeQueues: createWriteQueues() }));
 		console.info((await rollWithReloads(node, COUNT, ROUNDS)).join("\n"));
 		await assertReloadSafe(node.h);
 	}, 300_000);
@@ -163,30 +142,12 @@ describe("a reload during a cycle", () => {
 	it("haproxy-dataplane: the worker from /runtime/info; SIGUSR2 during a 30-certificate roll (4 rounds): nothing reported ok that the serving worker lacks", async () => {
 		let double: DpapiDouble | undefined;
 		const node = await setup(30, async (h) => {
-			const d = await startDpapiDouble({ haproxy: h });
+			const d = await r.dpapi(h);
 			double = d;
-			cleanup.push(async () => {
-				d.assertSpecClean();
-				await d.close();
-			});
-			return buildTarget(
-				dataplaneTargetSchema.parse({
-					name: "fra",
-					type: "haproxy-dataplane",
-					storage_dir: h.crtDir,
-					endpoints: [
-						{ name: "fra1", url: d.url, username: d.username, password: d.password, probe: h.address },
-					],
-				}),
-				{ now: () => new Date(), writeQueues: createWriteQueues() },
-			);
+			return r.dataplane(h, d, {}, { writeQueues: createWriteQueues() });
 		});
 		console.info((await rollWithReloads(node, 30, 4)).join("\n"));
 		expect(double?.count("getHaproxyProcessInfo")).toBeGreaterThanOrEqual(8);
 		await assertReloadSafe(node.h);
 	}, 300_000);
 });
-
-function describeStep(s: StepView): string {
-	return `${s.op} ${s.ref}: ${s.result}${s.error ? ` ${s.error.code} ${s.error.message}` : ""}${s.note ? ` (${s.note})` : ""}`;
-}

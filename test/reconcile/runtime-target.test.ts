@@ -7,59 +7,26 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { probeServed } from "../../src/probe/index.js";
-import type { DesiredCertificate } from "../../src/reconcile/model.js";
-import type { EndpointReport } from "../../src/reconcile/report.js";
-import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
-import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
-import { assertReloadSafe } from "../harness/invariant.js";
+import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
-const running: Array<{ h: Haproxy; t?: BuiltTarget }> = [];
+const r = rig({ reloadSafe: true });
 
 beforeAll(async () => {
 	ca = await createTestCa("reconcile CA");
-});
-afterEach(async () => {
-	for (const r of running.splice(0)) {
-		try {
-			await r.t?.close();
-			await assertReloadSafe(r.h);
-		} finally {
-			await r.h.stop();
-		}
-	}
 });
 
 async function setup(
 	crtDir: Record<string, string>,
 	extra: { pinned?: Record<string, string>; report?: boolean } = {},
 ) {
-	const h = await startHaproxy({ crtDir, ...(extra.pinned ? { pinned: extra.pinned } : {}) });
-	const config = runtimeTargetSchema.parse({
-		name: "lb1",
-		type: "haproxy-runtime",
-		socket: h.adminSocket,
-		crt_dir: h.crtDir,
-		probe: h.address,
-		...(extra.report ? { legacy_duplicates: "report" } : {}),
-	});
-	const t = buildTarget(config, { now: () => new Date() });
-	running.push({ h, t });
+	const h = await r.haproxy({ crtDir, ...(extra.pinned ? { pinned: extra.pinned } : {}) });
+	const t = r.runtime(h, extra.report ? { legacy_duplicates: "report" } : {});
 	return { h, t };
 }
-
-async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<EndpointReport> {
-	const report = await t.runner.run(want, "sync", new AbortController().signal);
-	return report.endpoints[0] as EndpointReport;
-}
-
-const served = async (h: Haproxy, sni: string) => (await probeServed({ address: h.address, sni })).serial;
-const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
 
 describe("reconcile on a real HAProxy (haproxy-runtime target)", () => {
 	it("the seed: ten cycles delete the duplicate once, never recreate it, keep the keeper served, no reload", async () => {

@@ -1,7 +1,8 @@
 /** Builders for reconciler scenarios: desired certificates and observed refs as plain data. */
-import { parseBundle } from "../../src/certificates/index.js";
+import { combinedPem, parseBundle } from "../../src/certificates/index.js";
 import type { DuplicatePolicy } from "../../src/reconcile/classify.js";
 import type { DesiredCertificate, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
+import type { StepView } from "../../src/reconcile/report.js";
 import {
 	createTestCa,
 	issueTestLeaf,
@@ -72,4 +73,14 @@ export function desiredFromLeaf(name: string, leaf: TestLeaf, names: string[]): 
 		bundle: parseBundle({ combined: leaf.combinedPem }, { source: name }),
 		origin: "test",
 	};
+}
+
+/** A crt directory holding each desired certificate as `<name>.pem` (the harness's `crtDir` option). */
+export function crtDirOf(certs: DesiredCertificate[]): Record<string, string> {
+	return Object.fromEntries(certs.map((d) => [`${d.name}.pem`, combinedPem(d.bundle)]));
+}
+
+/** One step on a line, for failure messages: op, ref, result, error and note. */
+export function describeStep(s: StepView): string {
+	return `${s.op} ${s.ref}: ${s.result}${s.error ? ` ${s.error.code} ${s.error.message}` : ""}${s.note ? ` (${s.note})` : ""}`;
 }

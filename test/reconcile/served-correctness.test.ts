@@ -7,74 +7,34 @@
 import { X509Certificate } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
 import { probeServed } from "../../src/probe/index.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import type { EndpointReport } from "../../src/reconcile/report.js";
-import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
-import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
-import { type BuiltTarget, buildTarget } from "../../src/targets/registry.js";
+import type { BuiltTarget } from "../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
-import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
+import { rig, servedSerial as servedTo, syncOnce, okWrites as writes } from "../harness/targets.js";
 import { desiredFromLeaf as desired } from "./scenario.js";
 
 let ca: TestIssuer;
-const running: Array<{ h: Haproxy; t: BuiltTarget; d?: DpapiDouble }> = [];
+const r = rig();
 
 beforeAll(async () => {
 	ca = await createTestCa("served CA");
-});
-afterEach(async () => {
-	for (const r of running.splice(0)) {
-		await r.t.close();
-		r.d?.assertSpecClean();
-		await r.d?.close();
-		await r.h.stop();
-	}
 });
 
 type Kind = "runtime" | "dataplane";
 
 async function setup(kind: Kind, crtDir: Record<string, string>) {
-	const h = await startHaproxy({ crtDir });
-	if (kind === "runtime") {
-		const config = runtimeTargetSchema.parse({
-			name: "lb1",
-			type: "haproxy-runtime",
-			socket: h.adminSocket,
-			crt_dir: h.crtDir,
-			probe: h.address,
-		});
-		const t = buildTarget(config, { now: () => new Date() });
-		running.push({ h, t });
-		return { h, t };
-	}
-	const d = await startDpapiDouble({ haproxy: h });
-	const config = dataplaneTargetSchema.parse({
-		name: "fra",
-		type: "haproxy-dataplane",
-		storage_dir: h.crtDir,
-		endpoints: [{ name: "fra1", url: d.url, username: d.username, password: d.password, probe: h.address }],
-	});
-	const t = buildTarget(config, { now: () => new Date() });
-	running.push({ h, t, d });
+	const h = await r.haproxy({ crtDir });
+	const t = kind === "runtime" ? r.runtime(h) : r.dataplane(h, await r.dpapi(h));
 	return { h, t };
 }
 
-async function cycle(t: BuiltTarget, want: DesiredCertificate[]): Promise<EndpointReport> {
-	const report = await t.runner.run(want, "sync", new AbortController().signal);
-	const e = report.endpoints[0] as EndpointReport;
-	expect(e.ok, JSON.stringify(e.error)).toBe(true);
-	return e;
-}
-
-const writes = (e: EndpointReport) => e.steps.filter((s) => s.result === "ok").map((s) => `${s.op} ${s.ref}`);
+const cycle = (t: BuiltTarget, want: DesiredCertificate[]) => syncOnce(t, want, { expectOk: true });
 const serial = (leaf: TestLeaf) => normaliseSerial(leaf.serial);
-const servedTo = async (h: Haproxy, sni: string, keyType: "rsa" | "ec") =>
-	(await probeServed({ address: h.address, sni, keyType })).serial;
 
 describe.each<Kind>(["runtime", "dataplane"])("key types on a real HAProxy (haproxy-%s target)", (kind) => {
 	it("an RSA + ECDSA pair is never deleted or overwritten, and each is served to the clients that pick it", async () => {

@@ -9,22 +9,16 @@ import { mkdtemp, rm, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, describe, expect, it } from "vitest";
-import type { EndpointReport } from "../../../src/reconcile/report.js";
-import { runtimeTargetSchema } from "../../../src/targets/haproxy-runtime/schema.js";
+import { describe, expect, it } from "vitest";
 import { removeLeftovers } from "../../../src/targets/haproxy-runtime/storage.js";
-import { type BuiltTarget, buildTarget } from "../../../src/targets/registry.js";
 import { createTestCa, issueTestLeaf } from "../../harness/certs.js";
-import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 import { assertReloadSafe } from "../../harness/invariant.js";
+import { rig, syncOnce } from "../../harness/targets.js";
 import { desiredFromLeaf } from "../../reconcile/scenario.js";
 
 const CHILD = join(import.meta.dirname, "storage-child.ts");
 const TEMP = /\.certificatee-[0-9a-f]{12}\.tmp$/;
-const cleanup: Array<() => Promise<void>> = [];
-afterEach(async () => {
-	for (const c of cleanup.splice(0).reverse()) await c();
-});
+const r = rig();
 
 /** Starts the writer, lets it write for a moment, kills it with SIGKILL; returns the temp files left. */
 async function killWriter(dir: string, ref: string, pemFile: string): Promise<string[]> {
@@ -48,8 +42,7 @@ describe("haproxy-runtime leftovers", () => {
 	it("SIGKILL between temp write and rename: the next cycle removes the key-bearing temp file, reload-safe", async () => {
 		const ca = await createTestCa("leftovers CA");
 		const leaf = await issueTestLeaf(ca, { names: ["c20.test"] });
-		const h: Haproxy = await startHaproxy({ crtDir: { "c00020.pem": leaf.combinedPem } });
-		cleanup.push(() => h.stop());
+		const h = await r.haproxy({ crtDir: { "c00020.pem": leaf.combinedPem } });
 		const pemFile = join(h.dir, "c20.source.pem");
 		await writeFile(pemFile, leaf.combinedPem, { mode: 0o600 });
 
@@ -71,25 +64,11 @@ describe("haproxy-runtime leftovers", () => {
 		// Not certificatee's: never touched.
 		await writeFile(join(h.crtDir, ".c00020.pem.other-tool.tmp"), "x");
 
-		const t: BuiltTarget = buildTarget(
-			runtimeTargetSchema.parse({
-				name: "lb1",
-				type: "haproxy-runtime",
-				socket: h.adminSocket,
-				crt_dir: h.crtDir,
-				probe: h.address,
-			}),
-			{ now: () => new Date() },
-		);
-		cleanup.push(() => t.close());
+		const t = r.runtime(h);
 		// Older than a write in flight in another process could be.
 		await sleep(2_100);
-		const report = await t.runner.run(
-			[desiredFromLeaf("c00020", leaf, ["c20.test"])],
-			"sync",
-			new AbortController().signal,
-		);
-		expect((report.endpoints[0] as EndpointReport).ok).toBe(true);
+		const e = await syncOnce(t, [desiredFromLeaf("c00020", leaf, ["c20.test"])]);
+		expect(e.ok).toBe(true);
 		expect(readdirSync(h.crtDir).filter((n) => TEMP.test(n))).toEqual([]);
 		expect(readdirSync(h.crtDir)).toContain(".c00020.pem.other-tool.tmp");
 		await assertReloadSafe(h, { names: ["c20.test"] });
@@ -97,7 +76,7 @@ describe("haproxy-runtime leftovers", () => {
 
 	it("removes only certificatee's temp files, and only those older than a write in flight", async () => {
 		const dir = await mkdtemp(join(tmpdir(), "certificatee-leftovers-"));
-		cleanup.push(() => rm(dir, { recursive: true, force: true }));
+		r.onTeardown(() => rm(dir, { recursive: true, force: true }));
 		const now = new Date();
 		const old = new Date(now.getTime() - 60_000);
 		const files = {
