@@ -2,6 +2,7 @@
  * What certificatee keeps in the state store, as typed records over the narrow StateStore:
  *   certificates/<name>          issued certificates, newest first, the last 3 kept for rollback
  *   renewal/<name>               renewal state: jitter, renewAt, attempts, failures, orders (loop breaker)
+ *   endpoints/<target>           per endpoint of an HAProxy target: backoff after failures, pinned duplicates
  * (The ACME account is the acme issuer's own, behind its AccountStore: <state_dir>/acme/<issuer>/.)
  * Every record is validated when read; a record that does not parse is STATE_CORRUPT, never guessed at.
  */
@@ -92,4 +93,40 @@ export function readRenewalState(store: StateStore, name: string) {
 
 export function writeRenewalState(store: StateStore, name: string, state: RenewalState, version: number) {
 	return store.put(renewalKey(name), renewalStateSchema.parse(state), version);
+}
+
+/** One endpoint's memory across cycles, restarts and reloads. */
+export const endpointMemorySchema = z.object({
+	/** Failed cycles in a row. */
+	failures: z.number().int().min(0),
+	/** Sync cycles still to sit out. */
+	skipLeft: z.number().int().min(0),
+	/** Duplicates whose removal the endpoint refused (ref -> why): kept and synced, removal not retried. */
+	pinned: z.record(z.string(), z.string()),
+});
+export type EndpointMemory = z.infer<typeof endpointMemorySchema>;
+export const targetMemorySchema = z.object({ endpoints: z.record(z.string(), endpointMemorySchema) });
+export type TargetMemory = z.infer<typeof targetMemorySchema>;
+
+/**
+ * A target's name as one key segment: letters and digits as they are, "-" too except first, every other byte
+ * as _hh; a segment starting with "_" gets an "x" in front (a key segment starts with a letter or digit).
+ * Two names never share a record, and no name escapes endpoints/.
+ */
+export function endpointsKey(target: string): string {
+	const segment = [...new TextEncoder().encode(target)]
+		.map((b, i) => {
+			const c = String.fromCharCode(b);
+			return /[A-Za-z0-9]/.test(c) || (c === "-" && i > 0) ? c : `_${b.toString(16).padStart(2, "0")}`;
+		})
+		.join("");
+	return `endpoints/${segment.startsWith("_") ? `x${segment}` : segment}`;
+}
+
+export function readTargetMemory(store: StateStore, target: string) {
+	return readRecord(store, endpointsKey(target), targetMemorySchema);
+}
+
+export function writeTargetMemory(store: StateStore, target: string, memory: TargetMemory, version: number) {
+	return store.put(endpointsKey(target), targetMemorySchema.parse(memory), version);
 }
