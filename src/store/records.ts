@@ -109,18 +109,19 @@ export const targetMemorySchema = z.object({ endpoints: z.record(z.string(), end
 export type TargetMemory = z.infer<typeof targetMemorySchema>;
 
 /**
- * A target's name as one key segment: letters and digits as they are, "-" too except first, every other byte
- * as _hh; a segment starting with "_" gets an "x" in front (a key segment starts with a letter or digit).
- * Two names never share a record, and no name escapes endpoints/.
+ * A target's name as one key segment: as it is when made of letters, digits and "-" (starting with a letter
+ * or digit); otherwise "x_" then the name with every byte but letters, digits and "-" as _hh. Two names never
+ * share a record (a plain name has no "_"), and no name escapes endpoints/.
  */
 export function endpointsKey(target: string): string {
-	const segment = [...new TextEncoder().encode(target)]
-		.map((b, i) => {
+	if (/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(target)) return `endpoints/${target}`;
+	const escaped = [...new TextEncoder().encode(target)]
+		.map((b) => {
 			const c = String.fromCharCode(b);
-			return /[A-Za-z0-9]/.test(c) || (c === "-" && i > 0) ? c : `_${b.toString(16).padStart(2, "0")}`;
+			return /[A-Za-z0-9-]/.test(c) ? c : `_${b.toString(16).padStart(2, "0")}`;
 		})
 		.join("");
-	return `endpoints/${segment.startsWith("_") ? `x${segment}` : segment}`;
+	return `endpoints/x_${escaped}`;
 }
 
 export function readTargetMemory(store: StateStore, target: string) {
