@@ -40,10 +40,10 @@ export function cyclesToSkip(consecutiveFailures: number): number {
 export function createFleetRunner(options: FleetOptions): TargetRunner {
 	// Per endpoint: an endpoint that keeps failing backs off (skips sync cycles) without slowing the others;
 	// duplicates whose removal it refused (direct crt line) are remembered so removal is not retried.
-	let memory: Map<string, EndpointMemory> | undefined;
+	let loaded: Map<string, EndpointMemory> | undefined;
 	const remembered = async () => {
-		memory ??= (await options.memory?.load(options.endpoints.map((e) => e.name))) ?? new Map();
-		return memory;
+		loaded ??= (await options.memory?.load(options.endpoints.map((e) => e.name))) ?? new Map();
+		return loaded;
 	};
 	const processOne = async (
 		driver: EndpointDriver,
