@@ -12,6 +12,7 @@ import { createDesiredLoader } from "../sources/desired.js";
 import { buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
 import { orphanStaging } from "../targets/directory/orphans.js";
+import { storedFleetMemory } from "../targets/fleet-memory.js";
 import { type BuiltTarget, buildTarget } from "../targets/registry.js";
 import type { Engine } from "./loop.js";
 
@@ -39,8 +40,10 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
 		// One writer per HAProxy process, across every target that reaches it.
 		const writeQueues = createWriteQueues();
+		const memory = (target: string) =>
+			storedFleetMemory(target, { store, readOnly: options.readOnly, locate: store.pathOf, warn });
 		for (const t of config.targets)
-			targets.push(buildTarget(t, { now, warn, writeQueues, readOnly: options.readOnly }));
+			targets.push(buildTarget(t, { now, warn, writeQueues, readOnly: options.readOnly, memory }));
 	} catch (e) {
 		store.close();
 		await Promise.all(targets.map((t) => t.close()));

@@ -42,6 +42,8 @@ export interface EndpointReport {
 	/** Refs observed, with expiry and class, for metrics (unmanaged ones too). */
 	refs: Array<{ ref: string; class: Verdict["class"]; notAfter?: string }>;
 	durationMs: number;
+	/** The endpoint failed this many sync cycles in a row and sync sits out `skipLeft` more (remembered). */
+	backoff?: { failures: number; skipLeft: number };
 }
 
 export interface TargetReport {
@@ -213,15 +215,24 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 export function endpointState(e: EndpointReport): EndpointState {
 	const failures = endpointFailures(e);
 	const first = failures[0];
-	if (!e.ok) return { state: "unobserved", reason: `${first?.code}: ${first?.message}` };
+	const backoff = backoffText(e);
+	if (!e.ok) return { state: "unobserved", reason: `${first?.code}: ${first?.message}${backoff}` };
 	if (first) {
 		const more = failures.length > 1 ? ` (and ${failures.length - 1} more)` : "";
-		return { state: "failed", reason: `${first.code}: ${first.message}${more}` };
+		return { state: "failed", reason: `${first.code}: ${first.message}${more}${backoff}` };
 	}
 	const pending = e.steps.filter((s) => s.result !== "ok").length;
 	if (pending > 0)
-		return { state: "pending", reason: `${pending} change${pending === 1 ? "" : "s"} pending` };
+		return { state: "pending", reason: `${pending} change${pending === 1 ? "" : "s"} pending${backoff}` };
 	return { state: "converged" };
+}
+
+/** The remembered backoff of an endpoint plan or status observed anyway. */
+function backoffText(e: EndpointReport): string {
+	if (e.backoff === undefined) return "";
+	const { failures, skipLeft } = e.backoff;
+	const sits = skipLeft > 0 ? `sits out the next ${skipLeft} sync cycle(s)` : "tried at the next sync cycle";
+	return `; backing off after ${failures} failed cycle(s) in a row: ${sits}`;
 }
 
 const CANONICAL: ReadonlySet<string> = new Set(["in-sync", "stale", "missing", "refused"]);

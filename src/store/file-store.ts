@@ -16,6 +16,8 @@ const SUFFIX = ".json";
 
 export interface FileStore extends StateStore {
 	readonly dir: string;
+	/** The file a key is kept in (for messages that must name it). */
+	pathOf(key: string): string;
 	/** Releases the lock; the store must not be used afterwards. */
 	close(): void;
 }
@@ -106,6 +108,7 @@ export async function openFileStore(stateDir: string, options: OpenOptions = {})
 
 	return {
 		dir: stateDir,
+		pathOf: (key) => keyPath(stateDir, key),
 		get: async (key) => readEntry(keyPath(stateDir, key), key),
 		async put(key, value, expectedVersion) {
 			const path = keyPath(stateDir, key);

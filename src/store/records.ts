@@ -2,6 +2,7 @@
  * What certificatee keeps in the state store, as typed records over the narrow StateStore:
  *   certificates/<name>          issued certificates, newest first, the last 3 kept for rollback
  *   renewal/<name>               renewal state: jitter, renewAt, attempts, failures, orders (loop breaker)
+ *   endpoints/<target>           per endpoint of an HAProxy target: backoff after failures, pinned duplicates
  * (The ACME account is the acme issuer's own, behind its AccountStore: <state_dir>/acme/<issuer>/.)
  * Every record is validated when read; a record that does not parse is STATE_CORRUPT, never guessed at.
  */
@@ -92,4 +93,41 @@ export function readRenewalState(store: StateStore, name: string) {
 
 export function writeRenewalState(store: StateStore, name: string, state: RenewalState, version: number) {
 	return store.put(renewalKey(name), renewalStateSchema.parse(state), version);
+}
+
+/** One endpoint's memory across cycles, restarts and reloads. */
+export const endpointMemorySchema = z.object({
+	/** Failed cycles in a row. */
+	failures: z.number().int().min(0),
+	/** Sync cycles still to sit out. */
+	skipLeft: z.number().int().min(0),
+	/** Duplicates whose removal the endpoint refused (ref -> why): kept and synced, removal not retried. */
+	pinned: z.record(z.string(), z.string()),
+});
+export type EndpointMemory = z.infer<typeof endpointMemorySchema>;
+export const targetMemorySchema = z.object({ endpoints: z.record(z.string(), endpointMemorySchema) });
+export type TargetMemory = z.infer<typeof targetMemorySchema>;
+
+/**
+ * A target's name as one key segment: as it is when made of letters, digits and "-" (starting with a letter
+ * or digit); otherwise "x_" then the name with every byte but letters, digits and "-" as _hh. Two names never
+ * share a record (a plain name has no "_"), and no name escapes endpoints/.
+ */
+export function endpointsKey(target: string): string {
+	if (/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(target)) return `endpoints/${target}`;
+	const escaped = [...new TextEncoder().encode(target)]
+		.map((b) => {
+			const c = String.fromCharCode(b);
+			return /[A-Za-z0-9-]/.test(c) ? c : `_${b.toString(16).padStart(2, "0")}`;
+		})
+		.join("");
+	return `endpoints/x_${escaped}`;
+}
+
+export function readTargetMemory(store: StateStore, target: string) {
+	return readRecord(store, endpointsKey(target), targetMemorySchema);
+}
+
+export function writeTargetMemory(store: StateStore, target: string, memory: TargetMemory, version: number) {
+	return store.put(endpointsKey(target), targetMemorySchema.parse(memory), version);
 }

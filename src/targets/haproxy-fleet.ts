@@ -10,6 +10,7 @@ import { processEndpoint } from "../reconcile/endpoint.js";
 import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
 import type { EndpointReport, TargetReport } from "../reconcile/report.js";
 import type { WriteQueues } from "../reconcile/writers.js";
+import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
 import { canonicalCollisions, canonicalRef } from "./naming.js";
 
 export interface FleetOptions {
@@ -26,6 +27,8 @@ export interface FleetOptions {
 	concurrency?: number;
 	/** The engine's write queues, one per HAProxy process, and the address each endpoint writes to. */
 	writers?: { queues: WriteQueues; addressOf(endpoint: string): string };
+	/** Where backoff and pinned duplicates outlive the process (without it, they live as long as the runner). */
+	memory?: FleetMemory;
 	now: () => Date;
 }
 
@@ -35,41 +38,49 @@ export function cyclesToSkip(consecutiveFailures: number): number {
 }
 
 export function createFleetRunner(options: FleetOptions): TargetRunner {
-	// An endpoint that keeps failing backs off (skips cycles) without slowing the others.
-	const failures = new Map<string, { consecutive: number; skipLeft: number }>();
-	// Duplicates whose removal an endpoint refused (direct crt line): remembered so removal is not retried.
-	const pinned = new Map<string, ReadonlyMap<string, string>>();
+	// Per endpoint: an endpoint that keeps failing backs off (skips sync cycles) without slowing the others;
+	// duplicates whose removal it refused (direct crt line) are remembered so removal is not retried.
+	let loaded: Map<string, EndpointMemory> | undefined;
+	const remembered = async () => {
+		loaded ??= (await options.memory?.load(options.endpoints.map((e) => e.name))) ?? new Map();
+		return loaded;
+	};
 	const processOne = async (
 		driver: EndpointDriver,
 		job: Omit<Parameters<typeof processEndpoint>[0], "driver">,
+		memory: Map<string, EndpointMemory>,
 	): Promise<EndpointReport> => {
-		const state = failures.get(driver.name) ?? { consecutive: 0, skipLeft: 0 };
-		if (state.skipLeft > 0) {
-			state.skipLeft -= 1;
-			return skippedReport(options.name, driver.name, state.consecutive, state.skipLeft);
+		const state = memory.get(driver.name) ?? { failures: 0, skipLeft: 0, pinned: {} };
+		const backoff =
+			state.failures > 0 ? { backoff: { failures: state.failures, skipLeft: state.skipLeft } } : {};
+		// plan and status observe an endpoint sync sits out (one look, no writes) and show its backoff.
+		if (state.skipLeft > 0 && job.mode === "sync") {
+			memory.set(driver.name, { ...state, skipLeft: state.skipLeft - 1 });
+			return skippedReport(options.name, driver.name, state.failures, state.skipLeft - 1);
 		}
-		const knownPinned = pinned.get(driver.name);
+		const knownPinned = new Map(Object.entries(state.pinned));
 		const writers = options.writers;
 		const report = await processEndpoint({
 			...job,
 			driver,
-			...(knownPinned ? { knownPinned } : {}),
+			...(knownPinned.size > 0 ? { knownPinned } : {}),
 			...(writers ? { writers: { queues: writers.queues, address: writers.addressOf(driver.name) } } : {}),
 		});
+		if (job.mode === "plan") return { ...report, ...backoff };
 		if (report.ok) {
-			failures.delete(driver.name);
-			pinned.set(
-				driver.name,
+			memory.set(driver.name, {
+				failures: 0,
+				skipLeft: 0,
 				// A crt-list file line is seen every cycle: not remembered, so removing the line frees the duplicate.
-				new Map(
+				pinned: Object.fromEntries(
 					report.verdicts.flatMap((v) =>
 						v.class === "pinned" && !v.pendingChange ? [[v.ref, v.why] as const] : [],
 					),
 				),
-			);
+			});
 		} else {
-			const consecutive = state.consecutive + 1;
-			failures.set(driver.name, { consecutive, skipLeft: cyclesToSkip(consecutive) });
+			const failures = state.failures + 1;
+			memory.set(driver.name, { ...state, failures, skipLeft: cyclesToSkip(failures) });
 		}
 		return report;
 	};
@@ -95,21 +106,26 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 				.filter((certificate) => !colliding.has(certificate.name))
 				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
 			const limit = pLimit(options.concurrency ?? 16);
+			const memory = await remembered();
 			const endpoints = await Promise.all(
 				options.endpoints.map((driver) =>
 					limit(() =>
-						processOne(driver, {
-							target: options.name,
-							desired,
-							policy: options.policy,
-							storageDir: options.storageDir,
-							...(options.newCertificateCrtList
-								? { newCertificateCrtList: options.newCertificateCrtList }
-								: {}),
-							mode,
-							signal,
-							now: options.now,
-						}).then((report) => {
+						processOne(
+							driver,
+							{
+								target: options.name,
+								desired,
+								policy: options.policy,
+								storageDir: options.storageDir,
+								...(options.newCertificateCrtList
+									? { newCertificateCrtList: options.newCertificateCrtList }
+									: {}),
+								mode,
+								signal,
+								now: options.now,
+							},
+							memory,
+						).then((report) => {
 							if (collisionNotes.length > 0) report.notes.push(...collisionNotes);
 							onEndpoint?.(report);
 							return report;
@@ -117,6 +133,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 					),
 				),
 			);
+			if (mode === "sync") await options.memory?.save(memory);
 			return { target: options.name, kind: options.kind, endpoints };
 		},
 	};

@@ -6,6 +6,7 @@ import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
 import { apiKey, createWriteQueues, socketKey, type WriteQueues } from "../reconcile/writers.js";
 import { createDirectoryRunner } from "./directory/runner.js";
+import type { FleetMemory } from "./fleet-memory.js";
 import { createDataplaneEndpoint } from "./haproxy-dataplane/index.js";
 import { createFleetRunner } from "./haproxy-fleet.js";
 import { createRuntimeEndpoint } from "./haproxy-runtime/index.js";
@@ -21,6 +22,8 @@ export interface TargetDeps {
 	/** One write queue per HAProxy process, shared by every target built with it (one per engine). Without
 	 * it the target gets queues of its own: its endpoints still share by address, other targets do not. */
 	writeQueues?: WriteQueues;
+	/** Where a target keeps what it remembers of its endpoints across restarts (backoff, pinned duplicates). */
+	memory?: (target: string) => FleetMemory;
 }
 
 export interface BuiltTarget {
@@ -53,6 +56,7 @@ export const targetFactories = {
 					queues: deps.writeQueues ?? createWriteQueues(),
 					addressOf: () => socketKey(config.socket),
 				},
+				...(deps.memory ? { memory: deps.memory(config.name) } : {}),
 				now: deps.now,
 			}),
 			close: () => endpoint.close(),
@@ -83,6 +87,7 @@ export const targetFactories = {
 					queues: deps.writeQueues ?? createWriteQueues(),
 					addressOf: (endpoint) => urls.get(endpoint) ?? `endpoint:${endpoint}`,
 				},
+				...(deps.memory ? { memory: deps.memory(config.name) } : {}),
 				now: deps.now,
 			}),
 			close: async () => {
