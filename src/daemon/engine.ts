@@ -20,6 +20,8 @@ export interface EngineOptions {
 	log: Logger;
 	/** plan and status: read the state store without its lock, order nothing, write nothing. */
 	readOnly: boolean;
+	/** false (`sync --once`): endpoints that are backing off are tried anyway; failures still count. */
+	backoff?: boolean;
 	now?: () => Date;
 	random?: () => number;
 	metrics?: Metrics;
@@ -43,7 +45,16 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		const memory = (target: string) =>
 			storedFleetMemory(target, { store, readOnly: options.readOnly, locate: store.pathOf, warn });
 		for (const t of config.targets)
-			targets.push(buildTarget(t, { now, warn, writeQueues, readOnly: options.readOnly, memory }));
+			targets.push(
+				buildTarget(t, {
+					now,
+					warn,
+					writeQueues,
+					readOnly: options.readOnly,
+					memory,
+					...(options.backoff === false ? { backoff: false } : {}),
+				}),
+			);
 	} catch (e) {
 		store.close();
 		await Promise.all(targets.map((t) => t.close()));

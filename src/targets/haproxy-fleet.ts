@@ -29,6 +29,8 @@ export interface FleetOptions {
 	writers?: { queues: WriteQueues; addressOf(endpoint: string): string };
 	/** Where backoff and pinned duplicates outlive the process (without it, they live as long as the runner). */
 	memory?: FleetMemory;
+	/** Sit out cycles after failures (the daemon). false: try every endpoint, still counting failures (`sync --once`). */
+	backoff?: boolean;
 	now: () => Date;
 }
 
@@ -54,7 +56,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 		const backoff =
 			state.failures > 0 ? { backoff: { failures: state.failures, skipLeft: state.skipLeft } } : {};
 		// plan and status observe an endpoint sync sits out (one look, no writes) and show its backoff.
-		if (state.skipLeft > 0 && job.mode === "sync") {
+		if (state.skipLeft > 0 && job.mode === "sync" && options.backoff !== false) {
 			memory.set(driver.name, { ...state, skipLeft: state.skipLeft - 1 });
 			return skippedReport(options.name, driver.name, state.failures, state.skipLeft - 1);
 		}

@@ -24,6 +24,8 @@ export interface TargetDeps {
 	writeQueues?: WriteQueues;
 	/** Where a target keeps what it remembers of its endpoints across restarts (backoff, pinned duplicates). */
 	memory?: (target: string) => FleetMemory;
+	/** false: endpoints that are backing off are tried anyway (an operator's one-shot `sync`). Default true. */
+	backoff?: boolean;
 }
 
 export interface BuiltTarget {
@@ -57,6 +59,7 @@ export const targetFactories = {
 					addressOf: () => socketKey(config.socket),
 				},
 				...(deps.memory ? { memory: deps.memory(config.name) } : {}),
+				...(deps.backoff === false ? { backoff: false } : {}),
 				now: deps.now,
 			}),
 			close: () => endpoint.close(),
@@ -88,6 +91,7 @@ export const targetFactories = {
 					addressOf: (endpoint) => urls.get(endpoint) ?? `endpoint:${endpoint}`,
 				},
 				...(deps.memory ? { memory: deps.memory(config.name) } : {}),
+				...(deps.backoff === false ? { backoff: false } : {}),
 				now: deps.now,
 			}),
 			close: async () => {

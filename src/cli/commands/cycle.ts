@@ -29,7 +29,8 @@ export async function planCommand(ctx: CommandContext): Promise<void> {
 
 export async function syncCommand(ctx: CommandContext): Promise<void> {
 	const { config } = ctx.loadConfig();
-	const engine = await buildEngine(config, { log: ctx.log, readOnly: false });
+	// An operator's one-shot sync tries every endpoint, even one the daemon is backing off from.
+	const engine = await buildEngine(config, { log: ctx.log, readOnly: false, backoff: false });
 	const stop = new AbortController();
 	const onSignal = () => stop.abort();
 	process.once("SIGTERM", onSignal);
