@@ -175,6 +175,28 @@ describe("certificatee run: endpoint memory in the state store", () => {
 		await stop(again);
 	});
 
+	it("sync --once, an operator asking now, tries an endpoint the daemon is backing off from, and counts its failure", async () => {
+		const { d, config, record } = await setup("once");
+		d.inject({ kind: "status500", message: "endpoint down" });
+		const requestsDuring = async (run: () => Promise<unknown>) => {
+			const before = d.requests.length;
+			await run();
+			return d.requests.length - before;
+		};
+		const once = () => certificatee(["sync", "--once", "--config", config]);
+		for (let i = 0; i < 2; i++) expect((await once()).code).toBe(1);
+		// Two failures in a row: the daemon would sit the next cycle out.
+		expect(storedRecord(record).value.endpoints["haproxy-1"]).toMatchObject({ failures: 2, skipLeft: 1 });
+		let third: Awaited<ReturnType<typeof once>> | undefined;
+		expect(
+			await requestsDuring(async () => {
+				third = await once();
+			}),
+		).toBeGreaterThan(0);
+		expect(third?.code).toBe(1);
+		expect(storedRecord(record).value.endpoints["haproxy-1"]).toMatchObject({ failures: 3, skipLeft: 2 });
+	});
+
 	it("a corrupt record is logged with its file path and the daemon keeps running and syncing", async () => {
 		const { d, config, record } = await setup("corrupt");
 		mkdirSync(join(record, ".."), { recursive: true });
