@@ -35,14 +35,19 @@ export function buildProgram(
 		)
 		.option("--json", "machine-readable output")
 		.exitOverride()
-		.showHelpAfterError();
+		.showHelpAfterError()
+		.configureHelp({ showGlobalOptions: true });
 
 	const commands: Array<[string, string, Action, (c: Command) => Command]> = [
 		[
 			"validate",
 			"check the configuration and every source's certificates",
-			(ctx) => validateCommand(ctx),
-			(c) => c,
+			(ctx, o) => validateCommand(ctx, { configOnly: o.configOnly === true }),
+			(c) =>
+				c.option(
+					"--config-only",
+					"fail only on the configuration; report source-file problems as warnings (the daemon skips such files)",
+				),
 		],
 		[
 			"plan",
