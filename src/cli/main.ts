@@ -42,12 +42,17 @@ export function buildProgram(
 		[
 			"validate",
 			"check the configuration and every source's certificates",
-			(ctx, o) => validateCommand(ctx, { configOnly: o.configOnly === true }),
+			(ctx, o) => validateCommand(ctx, { configOnly: o.configOnly === true, online: o.online === true }),
 			(c) =>
-				c.option(
-					"--config-only",
-					"fail only on the configuration; report source-file problems as warnings (the daemon skips such files)",
-				),
+				c
+					.option(
+						"--config-only",
+						"fail only on the configuration; report source-file problems as warnings (the daemon skips such files)",
+					)
+					.option(
+						"--online",
+						"also contact every runtime socket, Data Plane API, probe address and ACME directory (exit 1 if one fails)",
+					),
 		],
 		[
 			"plan",

@@ -11,6 +11,7 @@ import { buildSources } from "../../sources/registry.js";
 import { canonicalCollisions } from "../../targets/naming.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
+import { type OnlineCheck, runOnlineChecks } from "./online.js";
 
 export interface ValidationReport {
 	file: string;
@@ -18,10 +19,13 @@ export interface ValidationReport {
 	problems: ConfigProblem[];
 	/** `--config-only`: source-file problems, reported without failing. */
 	warnings: ConfigProblem[];
+	/** `--online`: each address contacted (only when the configuration itself is valid). */
+	online?: OnlineCheck[];
 }
 
 export interface ValidateOptions {
 	configOnly?: boolean;
+	online?: boolean;
 }
 
 export async function validateCommand(ctx: CommandContext, options: ValidateOptions = {}): Promise<void> {
@@ -32,7 +36,14 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 		const fromSources = await sourceProblems(loaded.config);
 		const problems = options.configOnly ? [] : fromSources;
 		const warnings = options.configOnly ? fromSources : [];
-		report = { file: loaded.file, ok: problems.length === 0, problems, warnings };
+		const online = options.online ? await runOnlineChecks(loaded.config) : undefined;
+		report = {
+			file: loaded.file,
+			ok: problems.length === 0 && (online ?? []).every((c) => c.ok),
+			problems,
+			warnings,
+			...(online ? { online } : {}),
+		};
 	} catch (e) {
 		if (!isCertificateeError(e)) throw e;
 		const problems = configProblems(e);
@@ -46,11 +57,27 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 	if (ctx.options.json) ctx.out(JSON.stringify(report, null, 2));
 	else {
 		const n = report.problems.length;
-		ctx.out(report.ok ? `${report.file}: valid` : `${report.file}: ${n} problem${n === 1 ? "" : "s"}`);
+		ctx.out(n === 0 ? `${report.file}: valid` : `${report.file}: ${n} problem${n === 1 ? "" : "s"}`);
 		for (const p of report.problems) ctx.out(`  ${formatProblem(p)}`);
 		for (const p of report.warnings) ctx.out(`  warning: ${formatProblem(p)} (the daemon skips it)`);
+		if (report.online) printOnline(ctx, report.online);
 	}
 	if (!report.ok) throw new ExitError(EXIT.error);
+}
+
+function printOnline(ctx: CommandContext, checks: OnlineCheck[]): void {
+	const failed = checks.filter((c) => !c.ok).length;
+	ctx.out(
+		`online: ${checks.length - failed}/${checks.length} ok${checks.length === 0 ? " (nothing to contact)" : ""}`,
+	);
+	for (const c of checks) {
+		const head = `${c.kind} ${c.name} (${c.address})`;
+		if (c.ok) ctx.out(`  ok    ${head}: ${c.detail ?? ""}`);
+		else {
+			ctx.out(`  FAIL  ${head}: ${c.error?.code}: ${c.error?.message}`);
+			if (c.error?.hint) ctx.out(`        hint: ${c.error.hint}`);
+		}
+	}
 }
 
 /** Every certificate a `directory` source would serve is checked; each skipped file becomes a problem. */
