@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { type Document, isCollection, isMap, isScalar, LineCounter, parseDocument } from "yaml";
+import type { z } from "zod";
 import { CertificateeError } from "../errors.js";
 import { formatPath, type InterpolateProblem, interpolate } from "./interpolate.js";
 import { resolvePaths } from "./paths.js";
@@ -47,24 +48,40 @@ export function parseConfig(
 	const superseded = new Set(secretProblems.flatMap((p) => (p.supersedes ? [p.supersedes] : [])));
 	const parsed = configSchema.safeParse(interpolated);
 	problems.push(...referenceProblems(interpolated));
-	if (!parsed.success) {
-		for (const issue of parsed.error.issues)
-			if (issue.code === "unrecognized_keys") {
-				const known = knownKeys(configSchema, issue.path, interpolated);
-				for (const key of issue.keys) {
-					const near = closestKey(key, known);
-					problems.push({
-						path: formatPath([...issue.path, key]),
-						message: near
-							? `unknown key: did you mean \`${near}\`?`
-							: `unknown key (known: ${known.join(", ")})`,
-					});
-				}
-			} else if (!superseded.has(formatPath(issue.path)))
-				problems.push({ path: formatPath(issue.path), message: issue.message });
-	}
+	if (!parsed.success) problems.push(...schemaProblems(parsed.error.issues, interpolated, superseded));
 	if (problems.length > 0 || !parsed.success) throw configError(file, problems);
 	return { config: resolvePaths(parsed.data, baseDir), file };
+}
+
+/**
+ * Zod's issues as problems: an unknown key suggests the closest known one (and then the "missing" problem of
+ * that key is left out: it is the same mistake); a missing key says so.
+ */
+function schemaProblems(issues: z.core.$ZodIssue[], tree: unknown, superseded: Set<string>): ConfigProblem[] {
+	const out: ConfigProblem[] = [];
+	const suggested = new Set<string>();
+	for (const issue of issues) {
+		if (issue.code !== "unrecognized_keys") continue;
+		const known = knownKeys(configSchema, issue.path, tree);
+		for (const key of issue.keys) {
+			const near = closestKey(key, known);
+			if (near) suggested.add(formatPath([...issue.path, near]));
+			out.push({
+				path: formatPath([...issue.path, key]),
+				message: near ? `unknown key: did you mean \`${near}\`?` : `unknown key (known: ${known.join(", ")})`,
+			});
+		}
+	}
+	for (const issue of issues) {
+		const path = formatPath(issue.path);
+		if (issue.code === "unrecognized_keys" || superseded.has(path) || suggested.has(path)) continue;
+		const missing = issue.code === "invalid_type" && /received undefined$/.test(issue.message);
+		out.push({
+			path,
+			message: missing ? `missing: this key is required (${issue.expected})` : issue.message,
+		});
+	}
+	return out;
 }
 
 function withListenDefault(raw: unknown, env: NodeJS.ProcessEnv): unknown {

@@ -150,12 +150,11 @@ describe("config/load", () => {
 				{},
 			),
 		);
-		expect(problems.map((p) => p.path).sort()).toEqual([
-			"interval",
-			"listen",
-			"targets[0].path",
-			"targets[0].pth",
-		]);
+		// The misspelt key is one problem: "did you mean `path`?" stands for the missing `path` too.
+		expect(problems.map((p) => p.path).sort()).toEqual(["interval", "listen", "targets[0].pth"]);
+		expect(problems.find((p) => p.path === "targets[0].pth")?.message).toBe(
+			"unknown key: did you mean `path`?",
+		);
 	});
 
 	it("reports YAML syntax errors with their line", () => {

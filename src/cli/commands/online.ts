@@ -204,9 +204,11 @@ export function onlineChecks(config: Config): Pending[] {
 
 const DEFAULT_HINT: Record<CheckKind, string> = {
 	"runtime-socket": "check that HAProxy runs and that socket is its stats socket (level admin)",
-	"dataplane-api": "check url, that the Data Plane API runs and is reachable from this host, and ca_file for HTTPS",
+	"dataplane-api":
+		"check url, that the Data Plane API runs and is reachable from this host, and ca_file for HTTPS",
 	probe: "check the probe address (host:port of a TLS bind) and that HAProxy listens there",
-	"acme-directory": "check directory_url, that the ACME server is reachable from this host, and ca_file for a private CA",
+	"acme-directory":
+		"check directory_url, that the ACME server is reachable from this host, and ca_file for a private CA",
 };
 
 /** Runs every check at once, each bounded by `timeoutMs`. */
