@@ -183,7 +183,10 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
 		if (problems.length === 0) throw e;
 		throw configError(
 			file,
-			problems.map((p) => ({ ...p, ...locate(doc, lines, p.path) })),
+			// In file order: an operator fixes them top to bottom.
+			problems
+				.map((p) => ({ ...p, ...locate(doc, lines, p.path) }))
+				.sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity) || (a.column ?? 0) - (b.column ?? 0)),
 		);
 	}
 }

@@ -30,7 +30,9 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		expect(r.stdout).toContain("3 problems");
 		expect(r.stdout).toContain("interval (line 1, column 1): expected a duration");
 		expect(r.stdout).toContain("sources[0].recursive (line 3, column 43): unknown key");
-		expect(r.stdout).toContain("certificates[0].issuer:");
+		expect(r.stdout).toContain("certificates[0].issuer (line 5, column 35): no issuer source");
+		// In file order.
+		expect(r.stdout.indexOf("interval (")).toBeLessThan(r.stdout.indexOf("certificates[0].issuer ("));
 	});
 
 	it("rejects two certificates whose names give one storage name, naming both", async () => {
