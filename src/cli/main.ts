@@ -35,14 +35,24 @@ export function buildProgram(
 		)
 		.option("--json", "machine-readable output")
 		.exitOverride()
-		.showHelpAfterError();
+		.showHelpAfterError()
+		.configureHelp({ showGlobalOptions: true });
 
 	const commands: Array<[string, string, Action, (c: Command) => Command]> = [
 		[
 			"validate",
 			"check the configuration and every source's certificates",
-			(ctx) => validateCommand(ctx),
-			(c) => c,
+			(ctx, o) => validateCommand(ctx, { configOnly: o.configOnly === true, online: o.online === true }),
+			(c) =>
+				c
+					.option(
+						"--config-only",
+						"fail only on the configuration; report source-file problems as warnings (the daemon skips such files)",
+					)
+					.option(
+						"--online",
+						"also contact every runtime socket, Data Plane API, probe address and ACME directory (exit 1 if one fails)",
+					),
 		],
 		[
 			"plan",

@@ -3,6 +3,7 @@
  * (`password_file: /run/secrets/dpapi` becomes `password`). Runs on the raw YAML tree, before the schema.
  */
 import { readFileSync } from "node:fs";
+import { isAbsolute, resolve } from "node:path";
 import { CertificateeError } from "../errors.js";
 
 /** Keys whose value may come from a file named by `<key>_file`. */
@@ -11,6 +12,8 @@ export const SECRET_KEYS = ["password", "hmac_key", "eab_hmac_key", "token"] as 
 export interface InterpolateProblem {
 	path: string;
 	message: string;
+	/** Set when a `<key>_file` could not be read: the schema's "missing <key>" at this path says nothing more. */
+	supersedes?: string;
 }
 
 export function formatPath(path: ReadonlyArray<PropertyKey>): string {
@@ -27,6 +30,8 @@ export function interpolate(
 	env: NodeJS.ProcessEnv,
 	problems: InterpolateProblem[],
 	path: PropertyKey[] = [],
+	/** Relative `<key>_file` paths are read from here (the configuration file's directory). */
+	baseDir = process.cwd(),
 ): unknown {
 	if (typeof value === "string") {
 		return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
@@ -41,10 +46,10 @@ export function interpolate(
 			return v;
 		});
 	}
-	if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, problems, [...path, i]));
+	if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, problems, [...path, i], baseDir));
 	if (value !== null && typeof value === "object") {
 		const out: Record<string, unknown> = {};
-		for (const [k, v] of Object.entries(value)) out[k] = interpolate(v, env, problems, [...path, k]);
+		for (const [k, v] of Object.entries(value)) out[k] = interpolate(v, env, problems, [...path, k], baseDir);
 		for (const key of SECRET_KEYS) {
 			const fileKey = `${key}_file`;
 			if (!(fileKey in out)) continue;
@@ -58,11 +63,16 @@ export function interpolate(
 				problems.push({ path: where, message: "expected a file path" });
 				continue;
 			}
+			const absolute = isAbsolute(file) ? file : resolve(baseDir, file);
 			try {
-				out[key] = readFileSync(file, "utf8").replace(/\r?\n$/, "");
+				out[key] = readFileSync(absolute, "utf8").replace(/\r?\n$/, "");
 			} catch (e) {
 				const reason = (e as NodeJS.ErrnoException).code ?? "unreadable";
-				problems.push({ path: where, message: `cannot read ${file} (${reason})` });
+				problems.push({
+					path: where,
+					message: `cannot read ${absolute} (${reason}): create it, fix its permissions, or set ${key} through \${ENV}`,
+					supersedes: formatPath([...path, key]),
+				});
 			}
 			delete out[fileKey];
 		}

@@ -44,7 +44,14 @@ interface Problem {
 	path: string;
 	message: string;
 }
-type Named = { name?: unknown; type?: unknown; issuer?: unknown; endpoints?: unknown };
+type Named = {
+	name?: unknown;
+	type?: unknown;
+	issuer?: unknown;
+	endpoints?: unknown;
+	domains?: unknown;
+	dns_hook?: unknown;
+};
 
 function list(value: unknown): Named[] {
 	return Array.isArray(value) ? value.filter((v): v is Named => v !== null && typeof v === "object") : [];
@@ -67,6 +74,7 @@ export function referenceProblems(raw: unknown): Problem[] {
 	});
 	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
 	list(top.certificates).forEach((c, i) => {
+		wildcardWithoutDns01(c, i, sources, problems);
 		if (typeof c.issuer === "string" && !issuers.includes(c.issuer)) {
 			problems.push({
 				path: `certificates[${i}].issuer`,
@@ -75,6 +83,21 @@ export function referenceProblems(raw: unknown): Problem[] {
 		}
 	});
 	return problems;
+}
+
+/** ACME validates a wildcard name only through DNS-01: without a `dns_hook` every order of it fails. */
+function wildcardWithoutDns01(c: Named, i: number, sources: Named[], problems: Problem[]): void {
+	const issuer = sources.find((s) => s.name === c.issuer);
+	if (issuer?.type !== "acme" || issuer.dns_hook !== undefined || !Array.isArray(c.domains)) return;
+	const at = sources.indexOf(issuer);
+	c.domains.forEach((d, j) => {
+		if (typeof d === "string" && d.startsWith("*.")) {
+			problems.push({
+				path: `certificates[${i}].domains[${j}]`,
+				message: `wildcard "${d}" needs DNS-01, and issuer "${String(c.issuer)}" has no dns_hook: set sources[${at}].dns_hook, or list the names one by one`,
+			});
+		}
+	});
 }
 
 /**

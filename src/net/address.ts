@@ -1,4 +1,11 @@
+import { z } from "zod";
 import { CertificateeError } from "../errors.js";
+
+/** A probe's `host:port` in the configuration: a port is required (`127.0.0.1` alone would probe nothing). */
+export const probeAddressSchema = z.string().refine((a) => {
+	const m = /^(\[[0-9a-fA-F:]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(a);
+	return m !== null && Number(m[2]) <= 65_535;
+}, 'expected "host:port" with the port of the TLS bind, e.g. "127.0.0.1:443"');
 
 /** "host:port" or "[v6]:port" → parts; `what` names the setting in the error ("probe address", "listen"). */
 export function parseHostPort(address: string, what = "address"): { host: string; port: number } {

@@ -152,11 +152,11 @@ const rows: Row[] = [
 		last: /^not converged: 1 failed probe \(0\/1 endpoints converged\)$/,
 	},
 	{
-		row: "sync, a probe address without a port: 1",
+		row: "sync, a probe address without a port: 1 (rejected when the configuration is loaded)",
 		args: ["sync", "--once"],
 		config: () => setup({ probe: "127.0.0.1" }),
 		code: 1,
-		last: /^not converged: /,
+		stderr: /targets\[0\]\.probe \(line \d+, column \d+\): expected "host:port"/,
 	},
 	{
 		row: "plan, the probe cannot connect: 1 (it could not observe what is served)",

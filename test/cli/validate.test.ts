@@ -28,9 +28,11 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		const r = await certificatee(["validate", "--config", f]);
 		expect(r.code).toBe(1);
 		expect(r.stdout).toContain("3 problems");
-		expect(r.stdout).toContain("interval:");
-		expect(r.stdout).toContain("sources[0].recursive: unknown key");
-		expect(r.stdout).toContain("certificates[0].issuer:");
+		expect(r.stdout).toContain("interval (line 1, column 1): expected a duration");
+		expect(r.stdout).toContain("sources[0].recursive (line 3, column 43): unknown key");
+		expect(r.stdout).toContain("certificates[0].issuer (line 5, column 35): no issuer source");
+		// In file order.
+		expect(r.stdout.indexOf("interval (")).toBeLessThan(r.stdout.indexOf("certificates[0].issuer ("));
 	});
 
 	it("rejects two certificates whose names give one storage name, naming both", async () => {
@@ -103,5 +105,85 @@ describe("cli/validate: source certificates", () => {
 		expect(r.stdout).toContain("2 problems");
 		expect(r.stdout).toContain("junk.pem");
 		expect(r.stdout).toContain("half.crt");
+	});
+});
+
+describe("cli/validate: what would fail later", () => {
+	it("rejects a probe without a port, a wildcard without dns_hook and a misspelt key, each at its line and column", async () => {
+		const f = join(dir, "later.yaml");
+		writeFileSync(
+			f,
+			[
+				"sources:",
+				"  - { name: le, type: acme, directory_url: 'https://acme.test/dir' }",
+				"certificates:",
+				"  - name: wild",
+				"    domains: ['*.example.com']",
+				"    issuer: le",
+				"    key_typ: rsa-2048",
+				"targets:",
+				"  - { name: lb1, type: haproxy-runtime, socket: /run/haproxy/admin.sock, crt_dir: /etc/haproxy/certs, probe: 127.0.0.1 }",
+				"",
+			].join("\n"),
+		);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("3 problems");
+		expect(r.stdout).toMatch(
+			/certificates\[0\]\.domains\[0\] \(line 5, column 15\): wildcard "\*\.example\.com" needs DNS-01/,
+		);
+		expect(r.stdout).toContain(
+			"certificates[0].key_typ (line 7, column 5): unknown key: did you mean `key_type`?",
+		);
+		expect(r.stdout).toMatch(/targets\[0\]\.probe \(line 9, column \d+\): expected "host:port"/);
+	});
+
+	it("a missing password_file is one problem naming the file beside the configuration", async () => {
+		const f = join(dir, "secret.yaml");
+		writeFileSync(
+			f,
+			"targets:\n  - name: api\n    type: haproxy-dataplane\n    endpoints:\n      - { name: e, url: 'http://127.0.0.1:5555', username: admin, password_file: dpapi.secret }\n",
+		);
+		const r = await certificatee(["validate", "--config", f], {});
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("1 problem");
+		expect(r.stdout).toContain(
+			`password_file (line 5, column 67): cannot read ${join(dir, "dpapi.secret")} (ENOENT)`,
+		);
+		expect(r.stdout).not.toContain("password:");
+	});
+
+	it("--config-only passes a bad source file as a warning, and still fails an invalid configuration", async () => {
+		const certs = join(dir, "certs-config-only");
+		mkdirSync(certs, { recursive: true });
+		writeFileSync(join(certs, "junk.pem"), "not a certificate\n");
+		const f = join(dir, "config-only.yaml");
+		writeFileSync(f, "sources:\n  - { name: files, type: directory, path: ./certs-config-only }\n");
+		const strict = await certificatee(["validate", "--config", f], { CERTIFICATEE_CONFIG: "" });
+		expect(strict.code).toBe(1);
+		const lenient = await certificatee(["validate", "--config-only", "--config", f]);
+		expect(lenient.code).toBe(0);
+		expect(lenient.stdout).toContain("valid");
+		expect(lenient.stdout).toMatch(/warning: sources\[0\]\.path: .*junk\.pem.*\(the daemon skips it\)/);
+		writeFileSync(f, "sources:\n  - { name: files, type: directory, pth: ./certs-config-only }\n");
+		const invalid = await certificatee(["validate", "--config-only", "--config", f]);
+		expect(invalid.code).toBe(1);
+		expect(invalid.stdout).toContain("1 problem");
+		expect(invalid.stdout).toContain("sources[0].pth (line 2, column 37): unknown key: did you mean `path`?");
+	});
+
+	it("every subcommand's --help shows the global options", async () => {
+		for (const args of [
+			["validate", "--help"],
+			["status", "--help"],
+			["ca", "export", "--help"],
+		]) {
+			const r = await certificatee(args);
+			expect(r.code, args.join(" ")).toBe(0);
+			expect(r.stdout).toContain("Global Options:");
+			expect(r.stdout).toContain("-c, --config <file>");
+			expect(r.stdout).toContain("--json");
+		}
+		expect((await certificatee(["validate", "--help"])).stdout).toContain("--online");
 	});
 });

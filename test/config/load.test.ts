@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -150,16 +150,201 @@ describe("config/load", () => {
 				{},
 			),
 		);
-		expect(problems.map((p) => p.path).sort()).toEqual([
-			"interval",
-			"listen",
-			"targets[0].path",
-			"targets[0].pth",
-		]);
+		// The misspelt key is one problem: "did you mean `path`?" stands for the missing `path` too.
+		expect(problems.map((p) => p.path).sort()).toEqual(["interval", "listen", "targets[0].pth"]);
+		expect(problems.find((p) => p.path === "targets[0].pth")?.message).toBe(
+			"unknown key: did you mean `path`?",
+		);
 	});
 
 	it("reports YAML syntax errors with their line", () => {
 		const problems = problemsOf(() => loadConfigFile(file("broken.yaml", "targets: [\n  - a: b\n"), {}));
 		expect(problems[0]?.path).toMatch(/^line \d+/);
+	});
+});
+
+describe("config/load: what would fail later is rejected now", () => {
+	it("rejects a probe without a port, on both HAProxy target kinds", () => {
+		const problems = problemsOf(() =>
+			parseConfig(
+				{
+					targets: [
+						{ name: "r", type: "haproxy-runtime", socket: "/run/h.sock", crt_dir: "/c", probe: "127.0.0.1" },
+						{
+							name: "d",
+							type: "haproxy-dataplane",
+							endpoints: [
+								{ name: "e", url: "http://127.0.0.1:5555", username: "u", password: "p", probe: "10.0.0.5" },
+							],
+						},
+					],
+				},
+				"x.yaml",
+				{ env: {} },
+			),
+		);
+		expect(problems.map((p) => p.path)).toEqual(["targets[0].probe", "targets[1].endpoints[0].probe"]);
+		expect(problems[0]?.message).toContain("host:port");
+	});
+
+	it("rejects a wildcard name whose ACME issuer has no dns_hook, and accepts it with one or from a local CA", () => {
+		const raw = (hook: boolean) => ({
+			sources: [
+				{
+					name: "le",
+					type: "acme",
+					directory_url: "https://acme.test/dir",
+					...(hook ? { dns_hook: ["/bin/true"] } : {}),
+				},
+				{ name: "ca", type: "local-ca" },
+			],
+			certificates: [
+				{ name: "w", domains: ["example.com", "*.example.com"], issuer: "le" },
+				{ name: "l", domains: ["*.local.test"], issuer: "ca" },
+			],
+		});
+		const problems = problemsOf(() => parseConfig(raw(false), "x.yaml", { env: {} }));
+		expect(problems).toHaveLength(1);
+		expect(problems[0]?.path).toBe("certificates[0].domains[1]");
+		expect(problems[0]?.message).toContain("sources[0].dns_hook");
+		expect(() => parseConfig(raw(true), "x.yaml", { env: {} })).not.toThrow();
+	});
+
+	it.each([
+		[
+			"certificates[0].key_typ",
+			{
+				sources: [{ name: "ca", type: "local-ca" }],
+				certificates: [{ name: "c", domains: ["a.test"], issuer: "ca", key_typ: "rsa-2048" }],
+			},
+			"key_type",
+		],
+		[
+			"targets[0].endpoints[0].pasword",
+			{
+				targets: [
+					{
+						name: "d",
+						type: "haproxy-dataplane",
+						endpoints: [{ name: "e", url: "http://h:1", username: "u", password: "p", pasword: "x" }],
+					},
+				],
+			},
+			"password",
+		],
+		["intervall", { intervall: "5m" }, "interval"],
+		[
+			"sources[0].directory_ulr",
+			{ sources: [{ name: "le", type: "acme", directory_url: "https://a.test/d", directory_ulr: "x" }] },
+			"directory_url",
+		],
+	])("suggests the closest key for %s", (path, raw, near) => {
+		const problems = problemsOf(() => parseConfig(raw, "x.yaml", { env: {} }));
+		const p = problems.find((q) => q.path === path);
+		expect(p?.message).toBe(`unknown key: did you mean \`${near}\`?`);
+	});
+
+	it("a missing password_file is one problem naming the file, not a second one about password", () => {
+		const problems = problemsOf(() =>
+			parseConfig(
+				{
+					targets: [
+						{
+							name: "t",
+							type: "haproxy-dataplane",
+							endpoints: [
+								{ name: "e", url: "http://127.0.0.1:1", username: "u", password_file: "secrets/dpapi" },
+							],
+						},
+					],
+				},
+				"x.yaml",
+				{ env: {}, baseDir: dir },
+			),
+		);
+		expect(problems).toEqual([
+			expect.objectContaining({
+				path: "targets[0].endpoints[0].password_file",
+				message: expect.stringContaining(join(dir, "secrets/dpapi")),
+			}),
+		]);
+	});
+
+	it("resolves every relative path against the configuration file's directory, not the working directory", () => {
+		const sub = join(dir, "etc");
+		mkdirSync(sub, { recursive: true });
+		writeFileSync(join(sub, "dpapi.secret"), "from-beside-the-config\n");
+		const f = join(sub, "relative.yaml");
+		writeFileSync(
+			f,
+			[
+				"state_dir: state",
+				"sources:",
+				"  - { name: files, type: directory, path: ./certs }",
+				"  - { name: le, type: acme, directory_url: https://a.test/d, ca_file: ca.pem, dns_hook: [./hooks/dns.sh, extra], eab: { kid: k, hmac_key_file: dpapi.secret } }",
+				"targets:",
+				"  - { name: r, type: haproxy-runtime, socket: run/admin.sock, crt_dir: ../crt }",
+				"  - { name: d, type: haproxy-dataplane, endpoints: [{ name: e, url: 'http://h:1', username: u, password_file: dpapi.secret, ca_file: api-ca.pem }] }",
+				"  - { name: o, type: directory, path: /srv/out, on_change: { command: [bin/reload, now] } }",
+				"",
+			].join("\n"),
+		);
+		const cwd = process.cwd();
+		process.chdir("/");
+		try {
+			const { config } = loadConfigFile(f, {});
+			expect(config.state_dir).toBe(join(sub, "state"));
+			const [files, le] = config.sources;
+			expect(files?.type === "directory" && files.path).toBe(join(sub, "certs"));
+			expect(le?.type === "acme" && [le.ca_file, le.dns_hook, le.eab?.hmac_key]).toEqual([
+				join(sub, "ca.pem"),
+				[join(sub, "hooks/dns.sh"), "extra"],
+				"from-beside-the-config",
+			]);
+			const [r, d, o] = config.targets;
+			expect(r?.type === "haproxy-runtime" && [r.socket, r.crt_dir, r.crt_dir_name]).toEqual([
+				join(sub, "run/admin.sock"),
+				join(dir, "crt"),
+				"../crt",
+			]);
+			expect(d?.type === "haproxy-dataplane" && [d.endpoints[0]?.password, d.endpoints[0]?.ca_file]).toEqual([
+				"from-beside-the-config",
+				join(sub, "api-ca.pem"),
+			]);
+			expect(o?.type === "directory" && o.on_change?.command).toEqual([join(sub, "bin/reload"), "now"]);
+		} finally {
+			process.chdir(cwd);
+		}
+	});
+
+	it("gives line and column for schema problems: an unknown key at its name, a missing key at its map", () => {
+		const problems = problemsOf(() =>
+			loadConfigFile(
+				file(
+					"located.yaml",
+					"interval: 10m\ntargets:\n  - name: t\n    type: directory\n    layot: split\n  - { name: u, type: directory }\n",
+				),
+				{},
+			),
+		);
+		expect(problems).toEqual(
+			expect.arrayContaining([
+				expect.objectContaining({ path: "targets[0].layot", line: 5, column: 5 }),
+				expect.objectContaining({ path: "targets[1].path", line: 6, column: 5 }),
+			]),
+		);
+	});
+
+	it("CERTIFICATEE_LISTEN sets listen where the file leaves it out, and never overrides the file", () => {
+		expect(parseConfig({}, "x.yaml", { env: { CERTIFICATEE_LISTEN: "0.0.0.0:9810" } }).config.listen).toBe(
+			"0.0.0.0:9810",
+		);
+		expect(parseConfig({}, "x.yaml", { env: {} }).config.listen).toBe("127.0.0.1:9810");
+		expect(
+			parseConfig({ listen: "127.0.0.1:1" }, "x.yaml", { env: { CERTIFICATEE_LISTEN: "0.0.0.0:9810" } })
+				.config.listen,
+		).toBe("127.0.0.1:1");
+		const problems = problemsOf(() => parseConfig({}, "x.yaml", { env: { CERTIFICATEE_LISTEN: "9810" } }));
+		expect(problems.map((p) => p.path)).toEqual(["listen"]);
 	});
 });

@@ -1,7 +1,11 @@
-import { readFileSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { LISTEN_ENV } from "../../src/config/load.js";
 import { createMetrics } from "../../src/metrics/index.js";
 
 const root = join(import.meta.dirname, "../..");
@@ -61,5 +65,55 @@ describe("deploy kit", () => {
 		]) {
 			expect(unit).toContain(line);
 		}
+	});
+
+	it("the unit tolerates missing paths, and its ExecStartPre validates the configuration only", () => {
+		const unit = readFileSync(join(root, "deploy/systemd/certificatee.service"), "utf8");
+		const paths = (key: string) =>
+			unit
+				.split("\n")
+				.filter((l) => l.startsWith(`${key}=`))
+				.flatMap((l) => l.slice(key.length + 1).split(/\s+/));
+		// The state directory is created by StateDirectory=; any other path may be missing on a given host.
+		for (const p of [...paths("ReadWritePaths"), ...paths("ReadOnlyPaths")].filter(
+			(p) => p !== "/var/lib/certificatee",
+		))
+			expect(p, `${p} needs a leading "-" or the unit fails with 226/NAMESPACE where it is missing`).toMatch(
+				/^-\//,
+			);
+		expect(paths("ReadWritePaths")).toContain("-/run/haproxy");
+		expect(unit).toMatch(/^ExecStartPre=\/usr\/bin\/certificatee validate --config-only$/m);
+	});
+
+	const systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].find((p) => existsSync(p));
+	it.skipIf(systemdAnalyze === undefined)(
+		"systemd-analyze verify accepts the unit without a warning",
+		async () => {
+			// verify checks that ExecStart's binary exists: point it at a stand-in.
+			const dir = mkdtempSync(join(tmpdir(), "certificatee-unit-"));
+			const bin = join(dir, "certificatee");
+			writeFileSync(bin, "#!/bin/sh\n");
+			chmodSync(bin, 0o755);
+			const unit = join(dir, "certificatee.service");
+			writeFileSync(
+				unit,
+				readFileSync(join(root, "deploy/systemd/certificatee.service"), "utf8").replaceAll(
+					"/usr/bin/certificatee",
+					bin,
+				),
+			);
+			const r = await promisify(execFile)(systemdAnalyze as string, ["verify", unit]).catch(
+				(e: { stdout: string; stderr: string; code: number }) => e,
+			);
+			// Unknown keys and bad values are only warnings (exit 0): any output is a failure.
+			expect(`${r.stdout}${r.stderr}`).toBe("");
+			expect("code" in r ? r.code : 0).toBe(0);
+		},
+	);
+
+	it("the container image listens on every interface by default, through the variable the loader reads", () => {
+		const containerfile = readFileSync(join(root, "deploy/container/Containerfile"), "utf8");
+		expect(containerfile).toContain(`ENV ${LISTEN_ENV}=0.0.0.0:9810`);
+		expect(containerfile).toMatch(/^EXPOSE 9810$/m);
 	});
 });

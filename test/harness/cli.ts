@@ -73,9 +73,12 @@ export interface Daemon {
 	stop(): Promise<void>;
 }
 
-export function spawnCertificatee(args: string[], options: { cwd?: string } = {}): Daemon {
+export function spawnCertificatee(
+	args: string[],
+	options: { cwd?: string; env?: Record<string, string> } = {},
+): Daemon {
 	const child = spawn(process.execPath, [CLI, ...args], {
-		env: { ...process.env, NO_COLOR: "1" },
+		env: { ...process.env, NO_COLOR: "1", ...options.env },
 		stdio: ["ignore", "pipe", "pipe"],
 		...(options.cwd ? { cwd: options.cwd } : {}),
 	});

@@ -1,26 +1,49 @@
-/** `certificatee validate`: the configuration and every source's certificates, all problems listed. */
+/**
+ * `certificatee validate`: the configuration and every source's certificates, all problems listed.
+ * `--config-only` (the systemd unit's ExecStartPre): source-file problems are reported as warnings and do not
+ * fail, because the daemon starts without a bad source file and serves the rest.
+ */
 
-import { configProblems } from "../../config/load.js";
+import { type ConfigProblem, configProblems, formatProblem } from "../../config/load.js";
 import type { Config } from "../../config/schema.js";
 import { isCertificateeError } from "../../errors.js";
 import { buildSources } from "../../sources/registry.js";
 import { canonicalCollisions } from "../../targets/naming.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
+import { type OnlineCheck, runOnlineChecks } from "./online.js";
 
 export interface ValidationReport {
 	file: string;
 	ok: boolean;
-	problems: Array<{ path: string; message: string }>;
+	problems: ConfigProblem[];
+	/** `--config-only`: source-file problems, reported without failing. */
+	warnings: ConfigProblem[];
+	/** `--online`: each address contacted (only when the configuration itself is valid). */
+	online?: OnlineCheck[];
 }
 
-export async function validateCommand(ctx: CommandContext): Promise<void> {
+export interface ValidateOptions {
+	configOnly?: boolean;
+	online?: boolean;
+}
+
+export async function validateCommand(ctx: CommandContext, options: ValidateOptions = {}): Promise<void> {
 	let report: ValidationReport;
 	const file = ctx.options.config ?? "(default)";
 	try {
 		const loaded = ctx.loadConfig();
-		const problems = await sourceProblems(loaded.config);
-		report = { file: loaded.file, ok: problems.length === 0, problems };
+		const fromSources = await sourceProblems(loaded.config);
+		const problems = options.configOnly ? [] : fromSources;
+		const warnings = options.configOnly ? fromSources : [];
+		const online = options.online ? await runOnlineChecks(loaded.config) : undefined;
+		report = {
+			file: loaded.file,
+			ok: problems.length === 0 && (online ?? []).every((c) => c.ok),
+			problems,
+			warnings,
+			...(online ? { online } : {}),
+		};
 	} catch (e) {
 		if (!isCertificateeError(e)) throw e;
 		const problems = configProblems(e);
@@ -28,15 +51,33 @@ export async function validateCommand(ctx: CommandContext): Promise<void> {
 			file: e.context.file ?? file,
 			ok: false,
 			problems: problems.length > 0 ? problems : [{ path: "(file)", message: e.message }],
+			warnings: [],
 		};
 	}
 	if (ctx.options.json) ctx.out(JSON.stringify(report, null, 2));
-	else if (report.ok) ctx.out(`${report.file}: valid`);
 	else {
-		ctx.out(`${report.file}: ${report.problems.length} problem${report.problems.length === 1 ? "" : "s"}`);
-		for (const p of report.problems) ctx.out(`  ${p.path}: ${p.message}`);
+		const n = report.problems.length;
+		ctx.out(n === 0 ? `${report.file}: valid` : `${report.file}: ${n} problem${n === 1 ? "" : "s"}`);
+		for (const p of report.problems) ctx.out(`  ${formatProblem(p)}`);
+		for (const p of report.warnings) ctx.out(`  warning: ${formatProblem(p)} (the daemon skips it)`);
+		if (report.online) printOnline(ctx, report.online);
 	}
 	if (!report.ok) throw new ExitError(EXIT.error);
+}
+
+function printOnline(ctx: CommandContext, checks: OnlineCheck[]): void {
+	const failed = checks.filter((c) => !c.ok).length;
+	ctx.out(
+		`online: ${checks.length - failed}/${checks.length} ok${checks.length === 0 ? " (nothing to contact)" : ""}`,
+	);
+	for (const c of checks) {
+		const head = `${c.kind} ${c.name} (${c.address})`;
+		if (c.ok) ctx.out(`  ok    ${head}: ${c.detail ?? ""}`);
+		else {
+			ctx.out(`  FAIL  ${head}: ${c.error?.code}: ${c.error?.message}`);
+			if (c.error?.hint) ctx.out(`        hint: ${c.error.hint}`);
+		}
+	}
 }
 
 /** Every certificate a `directory` source would serve is checked; each skipped file becomes a problem. */

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { duration } from "../../config/duration.js";
+import { probeAddressSchema } from "../../net/address.js";
 import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
 
 /** One Data Plane API server. `password_file` and `${ENV}` are resolved before this schema sees values. */
@@ -17,10 +18,7 @@ export const dataplaneEndpointSchema = z.strictObject({
 	/** Turns off HTTPS verification (logged as a warning on every client start). */
 	insecure_skip_verify: z.boolean().default(false),
 	/** host:port where HAProxy serves TLS, for handshake probes by SNI. */
-	probe: z
-		.string()
-		.regex(/^(\[[0-9a-fA-F:]+\]|[^\s:]+):\d{1,5}$/, "expected host:port")
-		.optional(),
+	probe: probeAddressSchema.optional(),
 	/** Per-request timeout. */
 	timeout: duration.pipe(z.number().positive({ error: "timeout must be more than 0" })).prefault("10s"),
 });

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { duration } from "../../config/duration.js";
+import { probeAddressSchema } from "../../net/address.js";
 
 /**
  * A HAProxy node without the Data Plane API: certificate files in `crt_dir`, runtime updates through the
@@ -19,7 +20,7 @@ export const runtimeTargetSchema = z.strictObject({
 	/** crt-list new certificates are added to; default: the crt directory itself (when bound with `crt <dir>`). */
 	crt_list: z.string().optional(),
 	/** host:port of a TLS bind serving these certificates, for the served-certificate probe. */
-	probe: z.string().optional(),
+	probe: probeAddressSchema.optional(),
 	certificates: z.array(z.string()).optional(),
 	/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
 	legacy_duplicates: z.enum(["remove", "report"]).default("remove"),

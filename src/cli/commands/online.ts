@@ -1,0 +1,228 @@
+/**
+ * `validate --online`: every address in the configuration contacted once, each reported ok or with its
+ * error. One check per runtime socket (`show info`), Data Plane API endpoint (auth and `/v3/info`, then the
+ * storage listing), probe address (a TLS handshake) and ACME directory (GET). A failure is a value; the
+ * checks run concurrently and one never stops another.
+ */
+import { readFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { Agent, request } from "undici";
+import type { Config } from "../../config/schema.js";
+import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
+import { probeServed } from "../../probe/index.js";
+import { createDataplaneClient } from "../../targets/haproxy-dataplane/client.js";
+import type { DataplaneTargetConfig } from "../../targets/haproxy-dataplane/schema.js";
+import { RuntimeClient } from "../../targets/haproxy-runtime/socket.js";
+
+export type CheckKind = "runtime-socket" | "dataplane-api" | "probe" | "acme-directory";
+
+export interface OnlineCheck {
+	kind: CheckKind;
+	/** `target`, `target/endpoint` or the source's name. */
+	name: string;
+	/** What was contacted (a URL without credentials, a socket path, host:port). */
+	address: string;
+	ok: boolean;
+	/** ok: what answered (version, pid, file count). */
+	detail?: string;
+	error?: { code: string; message: string; hint: string };
+}
+
+interface Pending {
+	kind: CheckKind;
+	name: string;
+	address: string;
+	run(signal: AbortSignal): Promise<string>;
+}
+
+/** A URL as printed: never with the user and password someone put in it. */
+function safeUrl(url: string): string {
+	try {
+		const u = new URL(url);
+		u.username = "";
+		u.password = "";
+		return u.toString();
+	} catch {
+		return "(invalid URL)";
+	}
+}
+
+function runtimeSocket(name: string, address: string, master: boolean, timeoutMs: number): Pending {
+	return {
+		kind: "runtime-socket",
+		name,
+		address,
+		run: async () => {
+			const client = new RuntimeClient({ address, master, name, timeoutMs });
+			try {
+				const info = await client.showInfo();
+				if (info.Version === undefined) {
+					throw new CertificateeError(
+						"ENDPOINT_UNAVAILABLE",
+						`${address} answered show info without a Version`,
+						{
+							context: { endpoint: name },
+							hint: "is this HAProxy's stats socket (level admin) or, with master_socket: true, its master CLI?",
+						},
+					);
+				}
+				return `HAProxy ${info.Version}, pid ${info.Pid ?? "?"}`;
+			} finally {
+				await client.close();
+			}
+		},
+	};
+}
+
+function dataplane(
+	target: DataplaneTargetConfig,
+	endpoint: DataplaneTargetConfig["endpoints"][number],
+): Pending {
+	const name = `${target.name}/${endpoint.name}`;
+	return {
+		kind: "dataplane-api",
+		name,
+		address: safeUrl(endpoint.url),
+		run: async (signal) => {
+			// One attempt: validate reports what answers now, it does not ride out a blip.
+			const client = createDataplaneClient(endpoint, { retry: { attempts: 1, baseMs: 0, maxMs: 0 } });
+			try {
+				const info = await client.info(signal);
+				const version = info.api?.version ?? "";
+				if (!/^v?3\./.test(version)) {
+					throw new CertificateeError(
+						"ENDPOINT_UNAVAILABLE",
+						`endpoint ${name}: the Data Plane API reports version "${version || "none"}", certificatee needs v3`,
+						{
+							context: { endpoint: name },
+							hint: "upgrade the Data Plane API to v3, or point url at a v3 server",
+						},
+					);
+				}
+				const files = await client.storage.list(signal);
+				const elsewhere = files.find(
+					(f) => f.file !== undefined && dirname(f.file) !== target.storage_dir.replace(/\/+$/, ""),
+				);
+				if (elsewhere?.file !== undefined) {
+					throw new CertificateeError(
+						"CONFIG_INVALID",
+						`endpoint ${name}: the API stores certificates in ${dirname(elsewhere.file)}, but storage_dir is ${target.storage_dir}`,
+						{
+							context: { endpoint: name, field: "storage_dir" },
+							hint: `set storage_dir: ${dirname(elsewhere.file)} (the API's ssl-certs-dir, as haproxy.cfg spells it)`,
+						},
+					);
+				}
+				return `Data Plane API ${version}, ${files.length} file${files.length === 1 ? "" : "s"} in storage`;
+			} finally {
+				await client.close();
+			}
+		},
+	};
+}
+
+function probe(name: string, address: string, sni: string, timeoutMs: number): Pending {
+	return {
+		kind: "probe",
+		name,
+		address,
+		run: async (signal) => {
+			const served = await probeServed({ address, sni, timeoutMs, signal });
+			return `TLS handshake for ${sni}: served ${served.names[0] ?? "a certificate"}`;
+		},
+	};
+}
+
+function acmeDirectory(name: string, url: string, caFile: string | undefined, timeoutMs: number): Pending {
+	return {
+		kind: "acme-directory",
+		name,
+		address: safeUrl(url),
+		run: async (signal) => {
+			const ca = caFile === undefined ? undefined : readFileSync(caFile, "utf8");
+			const dispatcher = new Agent({ connect: ca ? { ca } : {}, connectTimeout: timeoutMs });
+			try {
+				const res = await request(url, {
+					dispatcher,
+					signal,
+					headersTimeout: timeoutMs,
+					bodyTimeout: timeoutMs,
+				});
+				const body = await res.body.text();
+				let directory: { newNonce?: unknown; newAccount?: unknown; newOrder?: unknown } | undefined;
+				try {
+					directory = JSON.parse(body) as typeof directory;
+				} catch {
+					directory = undefined;
+				}
+				if (res.statusCode !== 200 || typeof directory?.newOrder !== "string") {
+					throw new CertificateeError(
+						"ENDPOINT_UNAVAILABLE",
+						`source ${name}: ${safeUrl(url)} answered ${res.statusCode} without an ACME directory (newOrder)`,
+						{
+							context: { endpoint: name, field: "directory_url" },
+							hint: "directory_url must be the CA's ACME directory URL",
+						},
+					);
+				}
+				return `ACME directory (newAccount, newOrder${typeof directory.newNonce === "string" ? ", newNonce" : ""})`;
+			} finally {
+				await dispatcher.close();
+			}
+		},
+	};
+}
+
+/** The first DNS name a target carries: probes are made by SNI, and an IP as SNI gets the default certificate. */
+function sniFor(config: Config, only: string[] | undefined): string {
+	const certificates = only ? config.certificates.filter((c) => only.includes(c.name)) : config.certificates;
+	const name = certificates
+		.flatMap((c) => c.domains)
+		.find((d) => !/^[\d.:[\]]+$/.test(d) && !d.startsWith("*."));
+	return name ?? "localhost";
+}
+
+export function onlineChecks(config: Config): Pending[] {
+	const checks: Pending[] = [];
+	for (const t of config.targets) {
+		if (t.type === "haproxy-runtime") {
+			checks.push(runtimeSocket(t.name, t.socket, t.master_socket, t.timeout));
+			if (t.probe) checks.push(probe(t.name, t.probe, sniFor(config, t.certificates), t.timeout));
+		} else if (t.type === "haproxy-dataplane") {
+			for (const e of t.endpoints) {
+				checks.push(dataplane(t, e));
+				if (e.probe)
+					checks.push(probe(`${t.name}/${e.name}`, e.probe, sniFor(config, t.certificates), e.timeout));
+			}
+		}
+	}
+	for (const s of config.sources) {
+		if (s.type === "acme") checks.push(acmeDirectory(s.name, s.directory_url, s.ca_file, 10_000));
+	}
+	return checks;
+}
+
+const DEFAULT_HINT: Record<CheckKind, string> = {
+	"runtime-socket": "check that HAProxy runs and that socket is its stats socket (level admin)",
+	"dataplane-api":
+		"check url, that the Data Plane API runs and is reachable from this host, and ca_file for HTTPS",
+	probe: "check the probe address (host:port of a TLS bind) and that HAProxy listens there",
+	"acme-directory":
+		"check directory_url, that the ACME server is reachable from this host, and ca_file for a private CA",
+};
+
+/** Runs every check at once, each bounded by `timeoutMs`. */
+export async function runOnlineChecks(config: Config, timeoutMs = 30_000): Promise<OnlineCheck[]> {
+	return Promise.all(
+		onlineChecks(config).map(async ({ run, ...check }): Promise<OnlineCheck> => {
+			try {
+				return { ...check, ok: true, detail: await run(AbortSignal.timeout(timeoutMs)) };
+			} catch (e) {
+				const error = isCertificateeError(e)
+					? { code: e.code, message: e.message, hint: e.hint ?? DEFAULT_HINT[check.kind] }
+					: { code: "ENDPOINT_UNAVAILABLE", message: describeError(e), hint: DEFAULT_HINT[check.kind] };
+				return { ...check, ok: false, error };
+			}
+		}),
+	);
+}
