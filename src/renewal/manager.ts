@@ -21,7 +21,13 @@ import {
 } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
 import { type OrderResult, order } from "./order.js";
-import { decideRenewal, type RenewalDecision, type RenewalPolicyConfig, renewAt } from "./policy.js";
+import {
+	backoffMs,
+	decideRenewal,
+	type RenewalDecision,
+	type RenewalPolicyConfig,
+	renewAt,
+} from "./policy.js";
 import type { CertificateSpec, RenewalSettings } from "./schema.js";
 
 const DAY = 86_400_000;
@@ -101,21 +107,52 @@ async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRu
 		const error = isCertificateeError(e)
 			? e
 			: new CertificateeError("INTERNAL", `renewal of "${spec.name}": ${describeError(e)}`, { cause: e });
+		// Never "now": the daemon wakes at the earliest next renewal, and an error that repeats (a corrupt state
+		// file) would make it cycle every second. A retryable error is tried again soon, anything else needs a human.
+		const retryAt = new Date(run.now.getTime() + (error.retryable ? backoffMs(1) : ERROR_RETRY_MS));
+		// Reported once, through the status (state failing, lastError), not a second time as a source problem.
+		const problems: SourceProblem[] = [];
+		const desired = await lastServable(deps, spec, run.now, problems, error);
 		return {
+			...(desired ? { desired } : {}),
 			status: {
 				name: spec.name,
 				issuer: spec.issuer,
 				domains: spec.domains,
 				ordered: false,
-				nextRenewalAt: run.now.toISOString(),
+				nextRenewalAt: retryAt.toISOString(),
 				decision: { action: "wait", reason: "Error", message: error.message },
 				failures: 0,
 				breakerOpen: false,
 				state: "failing",
 				lastError: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
 			},
-			problems: [{ subject: spec.name, error }],
+			problems,
 		};
+	}
+}
+
+/** How long a certificate whose renewal cannot even be decided (corrupt state, unknown issuer) waits: 1 h. */
+const ERROR_RETRY_MS = 60 * 60_000;
+
+/**
+ * The stored certificate, still served while its renewal is broken: a corrupt renewal state must not take a
+ * valid certificate out of the desired set. Its own problems are added to `problems`.
+ */
+async function lastServable(
+	deps: RenewalDeps,
+	spec: CertificateSpec,
+	now: Date,
+	problems: SourceProblem[],
+	already: CertificateeError,
+): Promise<DesiredCertificate | undefined> {
+	try {
+		const current = currentBundle(await readCertificateRecord(deps.store, spec.name), spec, problems);
+		return current && servable(current.bundle, spec, now, problems);
+	} catch (e) {
+		if (isCertificateeError(e) && e.message !== already.message)
+			problems.push({ subject: spec.name, error: e });
+		return undefined;
 	}
 }
 

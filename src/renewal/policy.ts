@@ -70,11 +70,14 @@ export function renewAt(
 	ari?: { start: Date; end: Date },
 ): { at: Date; reason: "Scheduled" | "AriWindow" } {
 	const j = Math.min(Math.max(jitter, 0), 0.999_999);
-	if (ari && ari.end.getTime() >= ari.start.getTime()) {
-		const span = ari.end.getTime() - ari.start.getTime();
-		return { at: new Date(ari.start.getTime() + Math.floor(j * span)), reason: "AriWindow" };
-	}
 	const lifetime = current.notAfter.getTime() - current.notBefore.getTime();
+	if (ari && ari.end.getTime() >= ari.start.getTime()) {
+		// A window reaching past the emergency floor (or past notAfter) is capped there: the floor always applies.
+		const floor = current.notAfter.getTime() - lifetime * POLICY_DEFAULTS.emergencyFraction;
+		const start = Math.min(ari.start.getTime(), floor);
+		const end = Math.min(ari.end.getTime(), floor);
+		return { at: new Date(start + Math.floor(j * (end - start))), reason: "AriWindow" };
+	}
 	const before = Math.min(
 		config.renewBeforeMs ?? lifetime * (config.renewFraction ?? POLICY_DEFAULTS.renewFraction),
 		lifetime,
@@ -140,7 +143,7 @@ function isEmergency(input: RenewalPolicyInput): boolean {
  */
 export function decideRenewal(input: RenewalPolicyInput): RenewalDecision {
 	const d = due(input);
-	if (d.at.getTime() > input.now.getTime()) return { action: "wait", ...d };
+	if (d.at.getTime() > input.now.getTime() && !isEmergency(input)) return { action: "wait", ...d };
 	const open = breaker(input);
 	if (open) return open;
 	if (isEmergency(input)) {

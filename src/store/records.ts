@@ -60,9 +60,10 @@ async function readRecord<T>(
 	if (!entry) return undefined;
 	const parsed = schema.safeParse(entry.value);
 	if (!parsed.success) {
-		throw new CertificateeError("STATE_CORRUPT", `state "${key}" does not have the expected shape`, {
-			context: { operation: "read state" },
-			hint: `${z.prettifyError(parsed.error).split("\n")[0] ?? ""}; delete the record to start over`,
+		const where = store.location?.(key) ?? `state record ${key}`;
+		throw new CertificateeError("STATE_CORRUPT", `${where} does not have the expected shape`, {
+			context: { operation: "read state", ...(store.location ? { file: where } : {}) },
+			hint: `${z.prettifyError(parsed.error).split("\n")[0] ?? ""}; restore ${where} from a backup, or delete it to start over`,
 		});
 	}
 	return { value: parsed.data, version: entry.version };

@@ -75,6 +75,19 @@ const rows: Row[] = [
 		reason: "Due",
 	},
 	{
+		says: "an ARI window starting after notAfter is capped at the emergency floor (95% of the lifetime)",
+		input: { now: at(10 * DAY), ari: { start: at(100 * DAY), end: at(110 * DAY) }, jitter: 0.5 },
+		action: "wait",
+		reason: "AriWindow",
+		at: at(85.5 * DAY),
+	},
+	{
+		says: "the emergency floor applies even when the ARI window lies beyond notAfter",
+		input: { now: at(86 * DAY), ari: { start: at(100 * DAY), end: at(110 * DAY) } },
+		action: "renew-now",
+		reason: "Emergency",
+	},
+	{
 		says: "backs off 1 min after the first failure",
 		input: { now: at(61 * DAY), failures: 1, lastFailureAt: at(61 * DAY - 30_000) },
 		action: "wait",

@@ -77,9 +77,30 @@ async function loadCa(dir: string): Promise<Ca | undefined> {
 		if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
 		throw e;
 	}
-	const der = x509.PemConverter.decodeFirst(keyPem);
-	const key = await crypto.subtle.importKey("pkcs8", der, CA_ALGORITHM, false, ["sign"]);
-	return { cert: new x509.X509Certificate(certPem), certPem, key };
+	const corrupt = (file: string, e: unknown) =>
+		new CertificateeError(
+			"STATE_CORRUPT",
+			`${join(dir, file)} is not a valid CA ${file === "ca.key" ? "key" : "certificate"}: ${describeError(e)}`,
+			{
+				context: { file: join(dir, file) },
+				hint: `restore ${file} from a backup; or delete ${dir} to create a new CA (clients must then trust the new ca.crt)`,
+				cause: e,
+			},
+		);
+	let key: CryptoKey;
+	try {
+		const der = x509.PemConverter.decodeFirst(keyPem);
+		key = await crypto.subtle.importKey("pkcs8", der, CA_ALGORITHM, false, ["sign"]);
+	} catch (e) {
+		throw corrupt("ca.key", e);
+	}
+	let cert: x509.X509Certificate;
+	try {
+		cert = new x509.X509Certificate(certPem);
+	} catch (e) {
+		throw corrupt("ca.crt", e);
+	}
+	return { cert, certPem, key };
 }
 
 async function createCa(dir: string, config: LocalCaSourceConfig, now: Date): Promise<Ca> {
