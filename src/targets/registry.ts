@@ -5,6 +5,7 @@
 import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
 import { apiKey, createWriteQueues, socketKey, type WriteQueues } from "../reconcile/writers.js";
+import { pendingHooksIn } from "./directory/pending-hooks.js";
 import { createDirectoryRunner } from "./directory/runner.js";
 import { createDataplaneEndpoint } from "./haproxy-dataplane/index.js";
 import { createFleetRunner } from "./haproxy-fleet.js";
@@ -21,6 +22,8 @@ export interface TargetDeps {
 	/** One write queue per HAProxy process, shared by every target built with it (one per engine). Without
 	 * it the target gets queues of its own: its endpoints still share by address, other targets do not. */
 	writeQueues?: WriteQueues;
+	/** The state directory, for what a target must remember across restarts (failed on_change hooks). */
+	stateDir?: string;
 }
 
 export interface BuiltTarget {
@@ -90,7 +93,13 @@ export const targetFactories = {
 			},
 		};
 	},
-	directory: (config) => ({ runner: createDirectoryRunner(config), close: async () => {} }),
+	directory: (config, deps) => ({
+		runner: createDirectoryRunner(
+			config,
+			deps.stateDir && !deps.readOnly ? { pendingHooks: pendingHooksIn(deps.stateDir, config.name) } : {},
+		),
+		close: async () => {},
+	}),
 } satisfies { [K in TargetConfig["type"]]: Factory<K> };
 
 export function buildTarget(config: TargetConfig, deps: TargetDeps): BuiltTarget {
