@@ -40,7 +40,9 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		// One writer per HAProxy process, across every target that reaches it.
 		const writeQueues = createWriteQueues();
 		for (const t of config.targets)
-			targets.push(buildTarget(t, { now, warn, writeQueues, readOnly: options.readOnly, stateDir: config.state_dir }));
+			targets.push(
+				buildTarget(t, { now, warn, writeQueues, readOnly: options.readOnly, stateDir: config.state_dir }),
+			);
 	} catch (e) {
 		store.close();
 		await Promise.all(targets.map((t) => t.close()));

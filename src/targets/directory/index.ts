@@ -18,9 +18,9 @@ import { CertificateeError, describeError, isCertificateeError } from "../../err
 import { selectCertificates } from "../../reconcile/cycle.js";
 import type { DesiredCertificate } from "../../reconcile/model.js";
 import { type HookResult, runHook } from "./hook.js";
-import { type PendingHooks, pendingHooksInMemory } from "./pending-hooks.js";
 import { type FileSet, fileSetFor, setDirectory } from "./layouts.js";
 import { resolveOwner } from "./owner.js";
+import { type PendingHooks, pendingHooksInMemory } from "./pending-hooks.js";
 import type { DirectoryTargetConfig } from "./schema.js";
 
 export { type DirectoryTargetConfig, directoryTargetSchema } from "./schema.js";

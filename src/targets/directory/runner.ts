@@ -94,7 +94,8 @@ async function syncReport(
 				op: "on-change",
 				ref: c.path,
 				certificate: c.certificate,
-				why: c.status === "written" ? "files changed" : "retrying: it has not succeeded since the files changed",
+				why:
+					c.status === "written" ? "files changed" : "retrying: it has not succeeded since the files changed",
 			};
 			report.steps.push(
 				c.hook.ok ? { ...hook, result: "ok" } : { ...hook, result: "failed", error: view(c.hook.error) },
