@@ -33,6 +33,8 @@ export async function order(
 ): Promise<OrderResult> {
 	const { issuer, spec } = deps;
 	const source = `issuer ${issuer.name}: ${spec.name}`;
+	// Only a certificate from the same issuer can be replaced in the CA's eyes.
+	const replaced = deps.previous?.value.history.find((h) => h.issuer === issuer.name);
 	let issued: Awaited<ReturnType<Issuer["issue"]>>;
 	try {
 		issued = await issuer.issue(
@@ -41,6 +43,7 @@ export async function order(
 				domains: spec.domains,
 				keyType: spec.key_type,
 				...(spec.lifetime !== undefined ? { lifetimeMs: spec.lifetime } : {}),
+				...(replaced ? { replaces: replaced.certPem } : {}),
 			},
 			run.signal,
 		);

@@ -36,6 +36,8 @@ export interface IssueRequest {
 	keyType: KeyType;
 	/** Requested lifetime in ms, for issuers that choose it (local CA); ACME CAs decide for themselves. */
 	lifetimeMs?: number;
+	/** PEM of the certificate this order replaces (ACME sends its ARI certID as `replaces`, RFC 9773). */
+	replaces?: string;
 }
 
 export interface IssuedPem {

@@ -16,6 +16,8 @@ export interface StoredAccount {
 	/** The directory the account is registered at; undefined until registration succeeded. */
 	directoryUrl?: string;
 	accountUrl?: string;
+	/** The contact URIs last sent to the CA (mailto:...); a changed `email` is pushed to the account. */
+	contact?: string[];
 }
 
 /** load() returns undefined when no account was ever stored. save() is atomic. */
@@ -24,7 +26,11 @@ export interface AccountStore {
 	save(account: StoredAccount): Promise<void>;
 }
 
-const metaSchema = z.object({ directory_url: z.string().optional(), account_url: z.string().optional() });
+const metaSchema = z.object({
+	directory_url: z.string().optional(),
+	account_url: z.string().optional(),
+	contact: z.array(z.string()).optional(),
+});
 
 async function readIfExists(file: string): Promise<string | undefined> {
 	try {
@@ -71,6 +77,7 @@ export function fileAccountStore(dir: string): AccountStore {
 				key: new Secret(keyPem),
 				...(meta.directory_url ? { directoryUrl: meta.directory_url } : {}),
 				...(meta.account_url ? { accountUrl: meta.account_url } : {}),
+				...(meta.contact ? { contact: meta.contact } : {}),
 			};
 		},
 		async save(account) {
@@ -78,7 +85,7 @@ export function fileAccountStore(dir: string): AccountStore {
 			const current = await this.load().catch(() => undefined);
 			if (current?.key.reveal() !== account.key.reveal())
 				await writeFileAtomic(keyFile, account.key.reveal());
-			const meta = `${JSON.stringify({ directory_url: account.directoryUrl, account_url: account.accountUrl }, null, 2)}\n`;
+			const meta = `${JSON.stringify({ directory_url: account.directoryUrl, account_url: account.accountUrl, contact: account.contact }, null, 2)}\n`;
 			if ((await readIfExists(metaFile)) !== meta) await writeFileAtomic(metaFile, meta);
 		},
 	};

@@ -68,9 +68,31 @@ function readConfigFile(file: string, field: string, secret: boolean): string {
 	}
 }
 
+/** A stored account without a recorded contact predates this field: push the configured one once. */
+function sameContact(stored: readonly string[] | undefined, wanted: readonly string[]): boolean {
+	return stored !== undefined && stored.length === wanted.length && stored.every((c, i) => c === wanted[i]);
+}
+
 /** Lowercased, deduplicated, order kept (the first name becomes the CN). */
 function normaliseDomains(domains: readonly string[]): string[] {
 	return [...new Set(domains.map((d) => d.trim().toLowerCase()).filter((d) => d.length > 0))];
+}
+
+/**
+ * newOrder, with `replaces` when known. acme-client 5.4 posts the payload as given, so the field goes through.
+ * A CA that refuses it (the old certificate was already replaced, or is unknown to it) gets the order without.
+ */
+async function createOrder(
+	client: acme.Client,
+	identifiers: { type: string; value: string }[],
+	replaces: string | undefined,
+) {
+	if (replaces === undefined) return client.createOrder({ identifiers });
+	try {
+		return await client.createOrder({ identifiers, replaces } as acme.Order & { replaces: string });
+	} catch {
+		return client.createOrder({ identifiers });
+	}
 }
 
 export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps): AcmeIssuer {
@@ -123,18 +145,29 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 		const ctx: TransportContext = { signal, problems: [] };
 		try {
 			const stored = await store.load();
-			if (stored?.accountUrl && stored.directoryUrl === directoryUrl)
+			const contact = config.email ? [`mailto:${config.email}`] : [];
+			if (stored?.accountUrl && stored.directoryUrl === directoryUrl) {
+				if (!sameContact(stored.contact, contact)) {
+					// The operator changed `email`: the CA's expiry and policy mail must follow (RFC 8555 §7.3.2).
+					await newClient(stored.key, stored.accountUrl, ctx).updateAccount({ contact });
+					await store.save({ ...stored, contact });
+					logger.info(
+						{ issuer: config.name, account: stored.accountUrl, contact },
+						"ACME account contact updated",
+					);
+				}
 				return { key: stored.key, url: stored.accountUrl };
+			}
 			const key = stored?.key ?? new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
 			// The key is on disk before the CA knows it: after a crash, the same key finds the same account.
 			if (!stored) await store.save({ key });
 			const client = newClient(key, undefined, ctx);
 			await client.createAccount({
 				termsOfServiceAgreed: config.agree_tos,
-				...(config.email ? { contact: [`mailto:${config.email}`] } : {}),
+				...(contact.length > 0 ? { contact } : {}),
 			});
 			const url = client.getAccountUrl();
-			await store.save({ key, directoryUrl, accountUrl: url });
+			await store.save({ key, directoryUrl, accountUrl: url, contact });
 			logger.info({ issuer: config.name, directory: directoryUrl, account: url }, "ACME account registered");
 			return { key, url };
 		} catch (e) {
@@ -187,9 +220,9 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			const { key, url } = await ensureAccount(signal);
 			const client = newClient(key, url, ctx);
 			operation = "new order";
-			const order = await client.createOrder({
-				identifiers: domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d })),
-			});
+			const identifiers = domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d }));
+			const replaces = request.replaces ? await replacesId(request.replaces, ctx) : undefined;
+			const order = await createOrder(client, identifiers, replaces);
 			operation = "authorization";
 			const authorizations = await client.getAuthorizations(order);
 			await solver.validateAll(client, authorizations, scope);
@@ -218,6 +251,17 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
 		} catch (e) {
 			throw toAcmeError(e, { ...scope, operation });
+		}
+	};
+
+	/** The ARI certID of the certificate a new order replaces, when the CA supports ARI (RFC 9773 §5). */
+	const replacesId = async (certPem: string, ctx: TransportContext): Promise<string | undefined> => {
+		try {
+			const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
+			if (typeof (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo !== "string") return undefined;
+			return ariCertId(certPem);
+		} catch {
+			return undefined; // advice only: the order goes ahead without it
 		}
 	};
 
