@@ -232,7 +232,9 @@ function policyInput(
 		...(ari ? { ari } : {}),
 		failures: state.failures,
 		...(state.lastFailureAt ? { lastFailureAt: new Date(state.lastFailureAt) } : {}),
+		...(state.lastError?.retryable === false ? { lastFailurePermanent: true } : {}),
 		orders: state.orders.map((o) => new Date(o)),
+		...(state.forceRequestedAt ? { forced: true } : {}),
 	};
 }
 
@@ -287,13 +289,17 @@ function recordOutcome(
 	now: Date,
 	config: RenewalPolicyConfig,
 ): RenewalState {
+	// A forced order is one order: the request is used up whatever its outcome.
+	const { forceRequestedAt: _r, ...unforced } = state;
 	if (!result.ok) {
-		const { code, message, hint } = result.error;
-		const lastError = { code, message, ...(hint ? { hint } : {}) };
-		return { ...state, failures: state.failures + 1, lastFailureAt: now.toISOString(), lastError };
+		const { code, message, hint, retryable } = result.error;
+		const lastError = { code, message, ...(hint ? { hint } : {}), retryable };
+		// The daily cap counts successful orders only: failures are paced by backoff instead.
+		const orders = unforced.orders.filter((o) => o !== now.toISOString());
+		return { ...unforced, orders, failures: state.failures + 1, lastFailureAt: now.toISOString(), lastError };
 	}
 	const next = renewAt(result.bundle.leaf, result.jitter, config);
-	const { lastError: _e, lastFailureAt: _f, ...rest } = state;
+	const { lastError: _e, lastFailureAt: _f, ...rest } = unforced;
 	return {
 		...rest,
 		jitter: result.jitter,

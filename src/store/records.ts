@@ -38,10 +38,22 @@ export const renewalStateSchema = z.object({
 	lastSuccessAt: isoDate.optional(),
 	failures: z.number().int().min(0),
 	lastFailureAt: isoDate.optional(),
-	lastError: z.object({ code: z.string(), message: z.string(), hint: z.string().optional() }).optional(),
+	lastError: z
+		.object({
+			code: z.string(),
+			message: z.string(),
+			hint: z.string().optional(),
+			/** false: retrying will not help (a permanent ACME problem); a human must act. */
+			retryable: z.boolean().optional(),
+		})
+		.optional(),
 	nextAttemptAt: isoDate.optional(),
-	/** Start times of orders in the last 24 h (loop breaker). */
+	/** Start times of successful orders in the last 24 h, plus one in flight (loop breaker). */
 	orders: z.array(isoDate),
+	/** Set by `certificatee renew`: order at the next cycle, whatever backoff or the loop breaker say. */
+	forceRequestedAt: isoDate.optional(),
+	/** How many times an operator forced an order (`certificatee_forced_renewals_total`). */
+	forcedRenewals: z.number().int().min(0).optional(),
 });
 export type RenewalState = z.infer<typeof renewalStateSchema>;
 
