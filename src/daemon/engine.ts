@@ -112,5 +112,10 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 }
 
 function renewalView(s: CertificateStatus): RenewalView {
-	return { certificate: s.name, nextRenewal: new Date(s.nextRenewalAt), breakerOpen: s.breakerOpen };
+	return {
+		certificate: s.name,
+		nextRenewal: new Date(s.nextRenewalAt),
+		breakerOpen: s.breakerOpen,
+		forcedRenewals: s.forcedRenewals,
+	};
 }

@@ -75,7 +75,9 @@ export interface CertificateStatus {
 	breakerOpen: boolean;
 	/** issued, due, ordering, failing, backing-off or capped (see reconcile/report.ts). */
 	state: RenewalStateName;
-	lastError?: { code: string; message: string; hint?: string };
+	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
+	/** Orders an operator forced (renew --force, revoke), ever. */
+	forcedRenewals: number;
 }
 
 export interface RenewalReport {
@@ -123,6 +125,7 @@ async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRu
 				nextRenewalAt: retryAt.toISOString(),
 				decision: { action: "wait", reason: "Error", message: error.message },
 				failures: 0,
+				forcedRenewals: 0,
 				breakerOpen: false,
 				state: "failing",
 				lastError: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
@@ -347,6 +350,7 @@ function status(
 		nextRenewalAt: decision.at.toISOString(),
 		decision: { action: decision.action, reason: decision.reason, message: decision.message },
 		failures: state.failures,
+		forcedRenewals: state.forcedRenewals ?? 0,
 		breakerOpen: decision.action === "breaker-open",
 		state: renewalState(state, decision, ordered !== undefined, now),
 		...(state.lastError ? { lastError: state.lastError } : {}),

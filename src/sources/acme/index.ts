@@ -11,7 +11,13 @@ import pLimit from "p-limit";
 import { Agent } from "undici";
 import { Secret } from "../../certificates/types.js";
 import { CertificateeError } from "../../errors.js";
-import type { IssuedPem, IssueRequest, Issuer, RenewalWindow } from "../types.js";
+import {
+	type IssuedPem,
+	type IssueRequest,
+	type Issuer,
+	REVOCATION_REASONS,
+	type RenewalWindow,
+} from "../types.js";
 import { type AccountStore, fileAccountStore } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
 import { createChallengeSolver } from "./challenges.js";
@@ -307,6 +313,22 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 				return parseRenewalInfo(url, res.data);
 			} catch (e) {
 				throw toAcmeError(e, { operation, endpoint: directoryUrl, problems: ctx.problems, signal });
+			}
+		},
+		async revoke(certPem, reason, outer) {
+			const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
+			const ctx: TransportContext = { signal, problems: [] };
+			try {
+				const { key, url } = await ensureAccount(signal);
+				await newClient(key, url, ctx).revokeCertificate(certPem, { reason: REVOCATION_REASONS[reason] });
+				logger.info({ issuer: config.name, reason }, "certificate revoked");
+			} catch (e) {
+				throw toAcmeError(e, {
+					operation: "revocation",
+					endpoint: directoryUrl,
+					problems: ctx.problems,
+					signal,
+				});
 			}
 		},
 		close: () => agent.close(),
