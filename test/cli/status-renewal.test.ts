@@ -103,7 +103,7 @@ describe("status of issued certificates that are not there (ACME server unreacha
 				state_dir: join(dir, "capped", "state"),
 				sources: [{ name: "internal", type: "local-ca", ca_common_name: "Cap Test CA" }],
 				certificates: [
-					{ name: "web", domains: ["web.test"], issuer: "internal", lifetime: "1h", renew_before: "2h" },
+					{ name: "web", domains: ["web.test"], issuer: "internal", lifetime: "30s", renew_before: "30s" },
 				],
 				renewal: { max_orders_per_day: 1 },
 				targets: [{ name: "files", type: "directory", path: out, layout: "kubernetes-tls" }],
@@ -111,6 +111,8 @@ describe("status of issued certificates that are not there (ACME server unreacha
 		);
 		const first = await certificatee(["sync", "--once", "--config", config]);
 		expect(first.code, first.stdout + first.stderr).toBe(0);
+		// Due again once the jitter (at most a third of the 30 s window) has passed.
+		await new Promise((r) => setTimeout(r, 10_500));
 		const sync = await certificatee(["sync", "--once", "--config", config]);
 		expect(sync.code).toBe(1);
 		const { text, summary } = await status(config);
@@ -126,6 +128,5 @@ describe("status of issued certificates that are not there (ACME server unreacha
 		expect(plan.code).toBe(1);
 		expect(plan.stdout).toMatch(/^order web from internal blocked by the daily cap until /m);
 		expect(plan.stdout.trimEnd().split("\n").at(-1)).toMatch(/^not converged: 1 failed order/);
-	});
-});
+	}, 30_000);
 });
