@@ -241,7 +241,7 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			);
 			const finalized = await client.finalizeOrder(order, csr);
 			operation = "certificate download";
-			const pem = await client.getCertificate(finalized);
+			const pem = await client.getCertificate(finalized, config.preferred_chain);
 			const [certPem, ...chain] = acme.crypto.splitPemChain(pem);
 			if (!certPem) {
 				throw new CertificateeError(
