@@ -2,6 +2,7 @@
 import "reflect-metadata";
 import { Command, CommanderError, Option } from "commander";
 import { VERSION } from "../version.js";
+import { acmeRolloverCommand } from "./commands/acme.js";
 import { planCommand, statusCommand, syncCommand } from "./commands/cycle.js";
 import { caExportCommand, demoCommand } from "./commands/demo.js";
 import { renewCommand, revokeCommand } from "./commands/renew.js";
@@ -97,6 +98,18 @@ export function buildProgram(
 		.action((opts: Record<string, unknown>) =>
 			run(
 				(ctx) => caExportCommand(ctx, typeof opts.source === "string" ? { source: opts.source } : {}),
+				opts,
+			),
+		);
+	program
+		.command("acme")
+		.description("the ACME account")
+		.command("rollover")
+		.description("replace the ACME account key (RFC 8555 keyChange); stop the daemon first")
+		.option("--source <name>", "which acme source (default: the first)")
+		.action((opts: Record<string, unknown>) =>
+			run(
+				(ctx) => acmeRolloverCommand(ctx, typeof opts.source === "string" ? { source: opts.source } : {}),
 				opts,
 			),
 		);

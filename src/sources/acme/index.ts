@@ -49,6 +49,8 @@ export interface AcmeIssuerDeps {
 /** An Issuer that holds a connection pool: close() it when the issuer is dropped. */
 export interface AcmeIssuer extends Issuer {
 	renewalWindow(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
+	/** RFC 8555 §7.3.5 keyChange: a new account key, stored before the old one is dropped. Returns the account URL. */
+	rolloverKey(signal: AbortSignal): Promise<string>;
 	close(): Promise<void>;
 }
 
@@ -331,6 +333,54 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 				});
 			}
 		},
+		async rolloverKey(outer) {
+			const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
+			const ctx: TransportContext = { signal, problems: [] };
+			try {
+				const { key, url } = await ensureAccount(signal);
+				const stored = await store.load();
+				const nextKey = new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
+				// On disk first: if the CA switches and we crash before the swap below, the new key is not lost.
+				await store.save({ ...stored, key, nextKey });
+				const oldClient = newClient(key, url, ctx);
+				const nextClient = newClient(nextKey, url, ctx);
+				// acme-client's updateAccountKey builds an HTTP client that bypasses our transport (trust, retries,
+				// timeouts), so the two JWS are built here with its own signing code instead.
+				const inner = internals(nextClient);
+				const keyChangeUrl = await inner.http.getResourceUrl("keyChange");
+				const body = inner.http.createSignedBody(keyChangeUrl, {
+					account: url,
+					oldKey: internals(oldClient).http.getJwk(),
+				});
+				await internals(oldClient).api.updateAccountKey(body);
+				const { nextKey: _n, ...rest } = { ...stored, key, nextKey };
+				await store.save({ ...rest, key: nextKey });
+				account = Promise.resolve({ key: nextKey, url });
+				logger.info({ issuer: config.name, account: url }, "ACME account key rolled over");
+				return url;
+			} catch (e) {
+				throw toAcmeError(e, {
+					operation: "key rollover",
+					endpoint: directoryUrl,
+					problems: ctx.problems,
+					signal,
+				});
+			}
+		},
 		close: () => agent.close(),
 	};
+}
+
+interface ClientInternals {
+	http: {
+		getResourceUrl(resource: string): Promise<string>;
+		createSignedBody(url: string, payload: object): object;
+		getJwk(): object;
+	};
+	api: { updateAccountKey(body: object): Promise<unknown> };
+}
+
+/** acme-client 5.4's HttpClient and AcmeApi, for keyChange (see rolloverKey). */
+function internals(client: acme.Client): ClientInternals {
+	return client as unknown as ClientInternals;
 }
