@@ -44,7 +44,7 @@ interface Problem {
 	path: string;
 	message: string;
 }
-type Named = { name?: unknown; type?: unknown; issuer?: unknown; endpoints?: unknown };
+type Named = { name?: unknown; type?: unknown; issuer?: unknown; issuers?: unknown; endpoints?: unknown };
 
 function list(value: unknown): Named[] {
 	return Array.isArray(value) ? value.filter((v): v is Named => v !== null && typeof v === "object") : [];
@@ -67,10 +67,18 @@ export function referenceProblems(raw: unknown): Problem[] {
 	});
 	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
 	list(top.certificates).forEach((c, i) => {
-		if (typeof c.issuer === "string" && !issuers.includes(c.issuer)) {
+		const named = [
+			...(typeof c.issuer === "string" ? [{ path: `certificates[${i}].issuer`, name: c.issuer }] : []),
+			...(Array.isArray(c.issuers) ? (c.issuers as unknown[]) : []).map((n, j) => ({
+				path: `certificates[${i}].issuers[${j}]`,
+				name: n,
+			})),
+		];
+		for (const { path, name } of named) {
+			if (typeof name !== "string" || issuers.includes(name)) continue;
 			problems.push({
-				path: `certificates[${i}].issuer`,
-				message: `no issuer source named "${c.issuer}" (issuers: ${issuers.join(", ") || "none"}; an issuer is a source of type acme or local-ca)`,
+				path,
+				message: `no issuer source named "${name}" (issuers: ${issuers.join(", ") || "none"}; an issuer is a source of type acme or local-ca)`,
 			});
 		}
 	});

@@ -159,44 +159,77 @@ async function lastServable(
 	}
 }
 
-async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
-	const issuer = deps.issuers.get(spec.issuer);
+function issuerNamed(deps: RenewalDeps, spec: CertificateSpec, name: string): Issuer {
+	const issuer = deps.issuers.get(name);
 	if (!issuer) {
 		throw new CertificateeError(
 			"CONFIG_INVALID",
-			`certificate "${spec.name}" names unknown issuer "${spec.issuer}"`,
+			`certificate "${spec.name}" names unknown issuer "${name}"`,
 			{
 				context: { certificate: spec.name, field: "issuer" },
-				hint: `configure a source of type local-ca or acme named "${spec.issuer}"`,
+				hint: `configure a source of type local-ca or acme named "${name}"`,
 			},
 		);
 	}
+	return issuer;
+}
+
+async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
+	const chain = spec.issuers.map((name) => issuerNamed(deps, spec, name));
 	const record = await readCertificateRecord(deps.store, spec.name);
+	const issuedBy = chain.find((i) => i.name === record?.value.history[0]?.issuer) ?? chain[0]!;
+	let issuedByName = record?.value.history[0]?.issuer;
 	const stateRecord = await readRenewalState(deps.store, spec.name);
 	let state: RenewalState = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
 	let stateVersion = stateRecord?.version ?? 0;
 	const problems: SourceProblem[] = [];
 	let current = currentBundle(record, spec, problems);
-	let window = current ? await ariWindow(issuer, current.bundle.certPem, run.signal, deps.log) : undefined;
+	let window = current ? await ariWindow(issuedBy, current.bundle.certPem, run.signal, deps.log) : undefined;
 	const decide = () => decideRenewal(policyInput(spec, deps, state, current, window, run.now));
 	let decision = decide();
 	let ordered: RenewalDecision | undefined;
 	let bundle = current?.bundle;
 	if (decision.action === "renew-now" && !run.dryRun) {
 		ordered = decision;
-		// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
-		state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };
-		stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
-		const result = await order({ store: deps.store, issuer, spec, previous: record }, run);
-		state = recordOutcome(state, result, run.now, policyConfig(spec, deps));
-		if (result.ok) {
-			bundle = result.bundle;
-			current = { bundle };
-			window = undefined;
-			deps.log?.info({ certificate: spec.name, serial: result.bundle.leaf.serial }, "certificate issued");
-		} else {
+		// Each issuer of the fallback list at most once per run; the next one only after a permanent failure or
+		// `fallback_after` transient ones in a row on the current one.
+		for (let tried = 0; tried < chain.length; tried++) {
+			const index = Math.min(state.issuerIndex ?? 0, chain.length - 1);
+			const issuer = chain[index]!;
+			// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
+			state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };
+			stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
+			const result = await order({ store: deps.store, issuer, spec, previous: record }, run);
+			state = recordOutcome(state, result, run.now, policyConfig(spec, deps));
+			if (result.ok) {
+				bundle = result.bundle;
+				current = { bundle };
+				window = undefined;
+				// The next renewal starts again from the preferred issuer.
+				state = { ...state, issuerIndex: 0, failuresOnIssuer: 0 };
+				issuedByName = issuer.name;
+				deps.log?.info(
+					{ certificate: spec.name, issuer: issuer.name, serial: result.bundle.leaf.serial },
+					"certificate issued",
+				);
+				break;
+			}
 			// Logged by whoever reports the cycle, once per change (the daemon), not here on every attempt.
 			problems.push({ subject: spec.name, error: result.error, order: true });
+			const onIssuer = (state.failuresOnIssuer ?? 0) + 1;
+			const moveOn = chain.length > 1 && (!result.error.retryable || onIssuer >= spec.fallback_after);
+			state = { ...state, failuresOnIssuer: moveOn ? 0 : onIssuer };
+			if (!moveOn) break;
+			state = { ...state, issuerIndex: (index + 1) % chain.length };
+			deps.log?.warn(
+				{ certificate: spec.name, from: issuer.name, to: chain[(index + 1) % chain.length]!.name },
+				`falling back to the next issuer after ${result.error.code}`,
+			);
+		}
+		// A success after a fallback: the earlier issuers' failures were logged as warnings, not problems.
+		if (issuedByName !== undefined && state.failures === 0) {
+			const kept = problems.filter((p) => !p.order);
+			problems.splice(0, problems.length, ...kept);
 		}
 		decision = decide();
 		state = { ...state, nextAttemptAt: decision.at.toISOString() };
@@ -204,7 +237,11 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 	}
 	const desired = bundle && servable(bundle, spec, run.now, problems);
 	return {
-		status: status(spec, state, decision, ordered, bundle, run.now),
+		status: {
+			...status(spec, state, decision, ordered, bundle, run.now),
+			// Which issuer issued the certificate in service, else the one the next order goes to.
+			issuer: issuedByName ?? spec.issuers[state.issuerIndex ?? 0] ?? spec.issuer,
+		},
 		...(desired ? { desired } : {}),
 		problems,
 	};
@@ -268,8 +305,8 @@ function currentBundle(
 		? `names changed: ${nameSet(latest.domains).join(", ")} -> ${nameSet(spec.domains).join(", ")}`
 		: latest.keyType !== spec.key_type
 			? `key type changed: ${latest.keyType} -> ${spec.key_type}`
-			: latest.issuer !== spec.issuer
-				? `issuer changed: ${latest.issuer} -> ${spec.issuer}`
+			: !spec.issuers.includes(latest.issuer)
+				? `issuer changed: ${latest.issuer} -> ${spec.issuers.join(", ")}`
 				: undefined;
 	return { bundle, ...(mismatch ? { mismatch } : {}) };
 }

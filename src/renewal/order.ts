@@ -69,17 +69,23 @@ export async function order(
 		);
 		return { ok: false, error };
 	}
-	await storeIssued(deps.store, spec.name, issuedRecord(loaded.bundle, spec, run.now), deps.previous);
+	await storeIssued(
+		deps.store,
+		spec.name,
+		issuedRecord(loaded.bundle, spec, issuer.name, run.now),
+		deps.previous,
+	);
 	// Drawn once, when the certificate is stored; the policy only reads it afterwards.
 	return { ok: true, bundle: loaded.bundle, jitter: run.random() };
 }
 
-function issuedRecord(bundle: Bundle, spec: CertificateSpec, now: Date): IssuedCertificate {
+function issuedRecord(bundle: Bundle, spec: CertificateSpec, issuer: string, now: Date): IssuedCertificate {
 	return {
 		certPem: bundle.certPem,
 		chainPem: bundle.chainPem,
 		keyPem: bundle.key.reveal(),
-		issuer: spec.issuer,
+		// Which issuer of the fallback list issued it.
+		issuer,
 		domains: spec.domains,
 		keyType: spec.key_type,
 		serial: bundle.leaf.serial,

@@ -52,6 +52,10 @@ export const renewalStateSchema = z.object({
 	orders: z.array(isoDate),
 	/** Set by `certificatee renew`: order at the next cycle, whatever backoff or the loop breaker say. */
 	forceRequestedAt: isoDate.optional(),
+	/** Position in the certificate's `issuers` list of the issuer the next order goes to (fallback). */
+	issuerIndex: z.number().int().min(0).optional(),
+	/** Consecutive failures on that issuer (the fallback moves on after `fallback_after`). */
+	failuresOnIssuer: z.number().int().min(0).optional(),
 	/** How many times an operator forced an order (`certificatee_forced_renewals_total`). */
 	forcedRenewals: z.number().int().min(0).optional(),
 });
