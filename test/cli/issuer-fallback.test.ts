@@ -87,4 +87,29 @@ describe("issuer fallback", () => {
 		};
 		expect(summary.certificates.find((c) => c.name === "web")?.issuer).toBe("second");
 	}, 90_000);
+
+	it("without a fallback, a permanent refusal is shown as needing a human, backing off 1 h", async () => {
+		const solo = join(dir, "solo.yaml");
+		writeFileSync(
+			solo,
+			JSON.stringify({
+				state_dir: join(dir, "solo-state"),
+				sources: [acme("first", refusing)],
+				certificates: [{ name: "web", domains: ["web.test"], issuer: "first" }],
+				targets: [{ name: "files", type: "directory", path: join(dir, "solo-out"), layout: "haproxy-pem" }],
+			}),
+		);
+		const r = await certificatee(["sync", "--config", solo]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toMatch(/rejectedIdentifier/);
+		const status = await certificatee(["status", "--config", solo]);
+		expect(status.stdout).toMatch(/web: needs a human; backing off until \S+/);
+		const json = await certificatee(["--json", "status", "--config", solo]);
+		const web = (
+			JSON.parse(json.stdout).summary.certificates as { name: string; nextAttempt?: string }[]
+		).find((c) => c.name === "web");
+		const wait = Date.parse(web?.nextAttempt ?? "") - Date.now();
+		expect(wait).toBeGreaterThan(55 * 60_000);
+		expect(wait).toBeLessThanOrEqual(60 * 60_000);
+	}, 60_000);
 });

@@ -110,7 +110,8 @@ describe("status of issued certificates that are not there (ACME server unreacha
 			}),
 		);
 		const first = await certificatee(["sync", "--once", "--config", config]);
-		expect(first.code, first.stdout + first.stderr).toBe(0);
+		// Issued (it may already be due again and capped, depending on its jitter).
+		expect(first.stdout, first.stderr).toMatch(/1 written/);
 		// Due again once the jitter (at most a third of the 30 s window) has passed.
 		await new Promise((r) => setTimeout(r, 10_500));
 		const sync = await certificatee(["sync", "--once", "--config", config]);
