@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { certificatee, ensureBuilt } from "../harness/cli.js";
+import { certificatee, ensureBuilt, spawnCertificatee } from "../harness/cli.js";
 import { type PebbleHandle, startPebble } from "../harness/pebble.js";
 import { freePorts } from "../harness/ports.js";
 
@@ -101,5 +101,20 @@ describe("renew and revoke against Pebble", () => {
 		const bad = await certificatee(["revoke", "web", "--reason", "becauseISaidSo", "--config", configFile]);
 		expect(bad.code).toBe(1);
 		expect(bad.stderr).toContain("keyCompromise");
+	}, 60_000);
+
+	it("the daemon reports the forced orders as certificatee_forced_renewals_total (kept in the state store)", async () => {
+		const [port] = (await freePorts(1)) as [number];
+		const config = JSON.parse(readFileSync(configFile, "utf8"));
+		const withListen = join(dir, "daemon.yaml");
+		writeFileSync(withListen, JSON.stringify({ ...config, listen: `127.0.0.1:${port}`, interval: "1h" }));
+		const daemon = spawnCertificatee(["run", "--config", withListen]);
+		try {
+			await daemon.waitForLog(/^cycle finished$/, { timeoutMs: 30_000 });
+			const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+			expect(metrics).toMatch(/^certificatee_forced_renewals_total\{certificate="web"\} 2$/m);
+		} finally {
+			await daemon.stop();
+		}
 	}, 60_000);
 });
