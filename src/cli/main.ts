@@ -2,8 +2,10 @@
 import "reflect-metadata";
 import { Command, CommanderError, Option } from "commander";
 import { VERSION } from "../version.js";
+import { acmeRolloverCommand } from "./commands/acme.js";
 import { planCommand, statusCommand, syncCommand } from "./commands/cycle.js";
 import { caExportCommand, demoCommand } from "./commands/demo.js";
+import { renewCommand, revokeCommand } from "./commands/renew.js";
 import { runCommand } from "./commands/run.js";
 import { validateCommand } from "./commands/validate.js";
 import { type CommandContext, createContext, formatError, type GlobalOptions } from "./context.js";
@@ -106,6 +108,41 @@ export function buildProgram(
 		.action((opts: Record<string, unknown>) =>
 			run(
 				(ctx) => caExportCommand(ctx, typeof opts.source === "string" ? { source: opts.source } : {}),
+				opts,
+			),
+		);
+	program
+		.command("acme")
+		.description("the ACME account")
+		.command("rollover")
+		.description("replace the ACME account key (RFC 8555 keyChange); stop the daemon first")
+		.option("--source <name>", "which acme source (default: the first)")
+		.action((opts: Record<string, unknown>) =>
+			run(
+				(ctx) => acmeRolloverCommand(ctx, typeof opts.source === "string" ? { source: opts.source } : {}),
+				opts,
+			),
+		);
+	program
+		.command("renew")
+		.description("order a certificate now and push it (--force: clear its backoff and daily cap first)")
+		.argument("<name>", "the certificates[].name")
+		.option("--force", "order even while backing off or capped; clears both for this certificate")
+		.action((name: string, opts: Record<string, unknown>) =>
+			run((ctx) => renewCommand(ctx, name, { force: opts.force === true }), opts),
+		);
+	program
+		.command("revoke")
+		.description("revoke a certificate through its issuer, then order a new one and push it")
+		.argument("<name>", "the certificates[].name")
+		.option(
+			"--reason <reason>",
+			"unspecified, keyCompromise, affiliationChanged, superseded, cessationOfOperation",
+			"unspecified",
+		)
+		.action((name: string, opts: Record<string, unknown>) =>
+			run(
+				(ctx) => revokeCommand(ctx, name, typeof opts.reason === "string" ? { reason: opts.reason } : {}),
 				opts,
 			),
 		);

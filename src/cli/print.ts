@@ -78,7 +78,7 @@ function orderLine(r: RenewalView, mode: "plan" | "sync"): string | undefined {
 		case "failing":
 			return `order ${r.certificate} from ${r.issuer} failing: ${error || r.message}`;
 		case "backing-off":
-			return `order ${r.certificate} from ${r.issuer} backing off until ${r.nextAttemptAt}: ${error}`;
+			return `order ${r.certificate} from ${r.issuer} ${r.lastError?.retryable === false ? "needs a human; " : ""}backing off until ${r.nextAttemptAt}: ${error}`;
 		case "capped":
 			return `order ${r.certificate} from ${r.issuer} blocked by the daily cap until ${r.nextAttemptAt}: ${r.message}`;
 		default:

@@ -79,10 +79,16 @@ function convergence(endpoints: readonly EndpointReport[], certificate: string) 
 	return { converged, total: eps.length, reasons };
 }
 
-function stateText(state: RenewalState | "source", nextAttempt: string | undefined): string {
+function stateText(
+	state: RenewalState | "source",
+	nextAttempt: string | undefined,
+	permanent = false,
+): string {
 	switch (state) {
 		case "backing-off":
-			return `backing off until ${nextAttempt}`;
+			return permanent
+				? `needs a human; backing off until ${nextAttempt}`
+				: `backing off until ${nextAttempt}`;
 		case "capped":
 			return `blocked by the daily cap until ${nextAttempt}`;
 		default:
@@ -126,7 +132,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
 		return {
 			...c,
 			state,
-			stateText: stateText(state, renewal?.nextAttemptAt),
+			stateText: stateText(state, renewal?.nextAttemptAt, renewal?.lastError?.retryable === false),
 			...(renewal?.issuer ? { issuer: renewal.issuer } : {}),
 			...(renewal?.lastError ? { lastError: renewal.lastError } : {}),
 			...(renewal ? { nextAttempt: renewal.nextAttemptAt, nextRenewal: renewal.nextAttemptAt } : {}),
@@ -142,7 +148,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
 				names: r.names,
 				issuer: r.issuer,
 				state: r.state,
-				stateText: stateText(r.state, r.nextAttemptAt),
+				stateText: stateText(r.state, r.nextAttemptAt, r.lastError?.retryable === false),
 				...(r.lastError ? { lastError: r.lastError } : {}),
 				nextAttempt: r.nextAttemptAt,
 				nextRenewal: r.nextAttemptAt,

@@ -48,6 +48,7 @@ type Named = {
 	name?: unknown;
 	type?: unknown;
 	issuer?: unknown;
+	issuers?: unknown;
 	endpoints?: unknown;
 	domains?: unknown;
 	dns_hook?: unknown;
@@ -75,10 +76,18 @@ export function referenceProblems(raw: unknown): Problem[] {
 	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
 	list(top.certificates).forEach((c, i) => {
 		wildcardWithoutDns01(c, i, sources, problems);
-		if (typeof c.issuer === "string" && !issuers.includes(c.issuer)) {
+		const named = [
+			...(typeof c.issuer === "string" ? [{ path: `certificates[${i}].issuer`, name: c.issuer }] : []),
+			...(Array.isArray(c.issuers) ? (c.issuers as unknown[]) : []).map((n, j) => ({
+				path: `certificates[${i}].issuers[${j}]`,
+				name: n,
+			})),
+		];
+		for (const { path, name } of named) {
+			if (typeof name !== "string" || issuers.includes(name)) continue;
 			problems.push({
-				path: `certificates[${i}].issuer`,
-				message: `no issuer source named "${c.issuer}" (issuers: ${issuers.join(", ") || "none"}; an issuer is a source of type acme or local-ca)`,
+				path,
+				message: `no issuer source named "${name}" (issuers: ${issuers.join(", ") || "none"}; an issuer is a source of type acme or local-ca)`,
 			});
 		}
 	});
@@ -87,17 +96,20 @@ export function referenceProblems(raw: unknown): Problem[] {
 
 /** ACME validates a wildcard name only through DNS-01: without a `dns_hook` every order of it fails. */
 function wildcardWithoutDns01(c: Named, i: number, sources: Named[], problems: Problem[]): void {
-	const issuer = sources.find((s) => s.name === c.issuer);
-	if (issuer?.type !== "acme" || issuer.dns_hook !== undefined || !Array.isArray(c.domains)) return;
-	const at = sources.indexOf(issuer);
-	c.domains.forEach((d, j) => {
-		if (typeof d === "string" && d.startsWith("*.")) {
-			problems.push({
-				path: `certificates[${i}].domains[${j}]`,
-				message: `wildcard "${d}" needs DNS-01, and issuer "${String(c.issuer)}" has no dns_hook: set sources[${at}].dns_hook, or list the names one by one`,
-			});
-		}
-	});
+	const names = [c.issuer, ...(Array.isArray(c.issuers) ? (c.issuers as unknown[]) : [])];
+	for (const name of names) {
+		const issuer = sources.find((s) => s.name === name);
+		if (issuer?.type !== "acme" || issuer.dns_hook !== undefined || !Array.isArray(c.domains)) continue;
+		const at = sources.indexOf(issuer);
+		c.domains.forEach((d, j) => {
+			if (typeof d === "string" && d.startsWith("*.")) {
+				problems.push({
+					path: `certificates[${i}].domains[${j}]`,
+					message: `wildcard "${d}" needs DNS-01, and issuer "${String(name)}" has no dns_hook: set sources[${at}].dns_hook, or list the names one by one`,
+				});
+			}
+		});
+	}
 }
 
 /**

@@ -52,6 +52,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 					writeQueues,
 					readOnly: options.readOnly,
 					memory,
+					stateDir: config.state_dir,
 					...(options.backoff === false ? { backoff: false } : {}),
 				}),
 			);
@@ -124,5 +125,10 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 }
 
 function renewalView(s: CertificateStatus): RenewalView {
-	return { certificate: s.name, nextRenewal: new Date(s.nextRenewalAt), breakerOpen: s.breakerOpen };
+	return {
+		certificate: s.name,
+		nextRenewal: new Date(s.nextRenewalAt),
+		breakerOpen: s.breakerOpen,
+		forcedRenewals: s.forcedRenewals,
+	};
 }

@@ -17,6 +17,8 @@ export interface RenewalView {
 	certificate: string;
 	nextRenewal?: Date;
 	breakerOpen: boolean;
+	/** Orders forced by an operator (`certificatee renew --force`, `revoke`), kept in the renewal state. */
+	forcedRenewals?: number;
 }
 
 export interface Metrics {
@@ -180,6 +182,15 @@ export function createMetrics(): Metrics {
 		["certificate"],
 		(g) => {
 			for (const r of renewals) g.set({ certificate: r.certificate }, r.breakerOpen ? 1 : 0);
+		},
+	);
+	// A gauge fed from persisted state, so the total survives restarts (the CLI forces, the daemon reports).
+	gauge(
+		"certificatee_forced_renewals_total",
+		"Orders an operator forced (renew --force, revoke), clearing backoff and the daily cap.",
+		["certificate"],
+		(g) => {
+			for (const r of renewals) g.set({ certificate: r.certificate }, r.forcedRenewals ?? 0);
 		},
 	);
 

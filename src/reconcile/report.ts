@@ -91,7 +91,8 @@ export interface RenewalView {
 	reason: string;
 	message: string;
 	failures: number;
-	lastError?: { code: string; message: string; hint?: string };
+	/** retryable false: retrying will not help (a permanent ACME problem); shown as needing a human. */
+	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
 	serial?: string;
 	notAfter?: string;
 }

@@ -21,7 +21,13 @@ import {
 } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
 import { type OrderResult, order } from "./order.js";
-import { decideRenewal, type RenewalDecision, type RenewalPolicyConfig, renewAt } from "./policy.js";
+import {
+	backoffMs,
+	decideRenewal,
+	type RenewalDecision,
+	type RenewalPolicyConfig,
+	renewAt,
+} from "./policy.js";
 import type { CertificateSpec, RenewalSettings } from "./schema.js";
 
 const DAY = 86_400_000;
@@ -69,7 +75,9 @@ export interface CertificateStatus {
 	breakerOpen: boolean;
 	/** issued, due, ordering, failing, backing-off or capped (see reconcile/report.ts). */
 	state: RenewalStateName;
-	lastError?: { code: string; message: string; hint?: string };
+	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
+	/** Orders an operator forced (renew --force, revoke), ever. */
+	forcedRenewals: number;
 }
 
 export interface RenewalReport {
@@ -101,62 +109,127 @@ async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRu
 		const error = isCertificateeError(e)
 			? e
 			: new CertificateeError("INTERNAL", `renewal of "${spec.name}": ${describeError(e)}`, { cause: e });
+		// Never "now": the daemon wakes at the earliest next renewal, and an error that repeats (a corrupt state
+		// file) would make it cycle every second. A retryable error is tried again soon, anything else needs a human.
+		const retryAt = new Date(run.now.getTime() + (error.retryable ? backoffMs(1) : ERROR_RETRY_MS));
+		// Reported once, through the status (state failing, lastError), not a second time as a source problem.
+		const problems: SourceProblem[] = [];
+		const desired = await lastServable(deps, spec, run.now, problems, error);
 		return {
+			...(desired ? { desired } : {}),
 			status: {
 				name: spec.name,
 				issuer: spec.issuer,
 				domains: spec.domains,
 				ordered: false,
-				nextRenewalAt: run.now.toISOString(),
+				nextRenewalAt: retryAt.toISOString(),
 				decision: { action: "wait", reason: "Error", message: error.message },
 				failures: 0,
+				forcedRenewals: 0,
 				breakerOpen: false,
 				state: "failing",
 				lastError: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
 			},
-			problems: [{ subject: spec.name, error }],
+			problems,
 		};
 	}
 }
 
-async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
-	const issuer = deps.issuers.get(spec.issuer);
+/** How long a certificate whose renewal cannot even be decided (corrupt state, unknown issuer) waits: 1 h. */
+const ERROR_RETRY_MS = 60 * 60_000;
+
+/**
+ * The stored certificate, still served while its renewal is broken: a corrupt renewal state must not take a
+ * valid certificate out of the desired set. Its own problems are added to `problems`.
+ */
+async function lastServable(
+	deps: RenewalDeps,
+	spec: CertificateSpec,
+	now: Date,
+	problems: SourceProblem[],
+	already: CertificateeError,
+): Promise<DesiredCertificate | undefined> {
+	try {
+		const current = currentBundle(await readCertificateRecord(deps.store, spec.name), spec, problems);
+		return current && servable(current.bundle, spec, now, problems);
+	} catch (e) {
+		if (isCertificateeError(e) && e.message !== already.message)
+			problems.push({ subject: spec.name, error: e });
+		return undefined;
+	}
+}
+
+function issuerNamed(deps: RenewalDeps, spec: CertificateSpec, name: string): Issuer {
+	const issuer = deps.issuers.get(name);
 	if (!issuer) {
 		throw new CertificateeError(
 			"CONFIG_INVALID",
-			`certificate "${spec.name}" names unknown issuer "${spec.issuer}"`,
+			`certificate "${spec.name}" names unknown issuer "${name}"`,
 			{
 				context: { certificate: spec.name, field: "issuer" },
-				hint: `configure a source of type local-ca or acme named "${spec.issuer}"`,
+				hint: `configure a source of type local-ca or acme named "${name}"`,
 			},
 		);
 	}
+	return issuer;
+}
+
+async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
+	const chain = spec.issuers.map((name) => issuerNamed(deps, spec, name));
 	const record = await readCertificateRecord(deps.store, spec.name);
+	const issuedBy = chain.find((i) => i.name === record?.value.history[0]?.issuer) ?? chain[0]!;
+	let issuedByName = record?.value.history[0]?.issuer;
 	const stateRecord = await readRenewalState(deps.store, spec.name);
 	let state: RenewalState = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
 	let stateVersion = stateRecord?.version ?? 0;
 	const problems: SourceProblem[] = [];
 	let current = currentBundle(record, spec, problems);
-	let window = current ? await ariWindow(issuer, current.bundle.certPem, run.signal, deps.log) : undefined;
+	let window = current ? await ariWindow(issuedBy, current.bundle.certPem, run.signal, deps.log) : undefined;
 	const decide = () => decideRenewal(policyInput(spec, deps, state, current, window, run.now));
 	let decision = decide();
 	let ordered: RenewalDecision | undefined;
 	let bundle = current?.bundle;
 	if (decision.action === "renew-now" && !run.dryRun) {
 		ordered = decision;
-		// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
-		state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };
-		stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
-		const result = await order({ store: deps.store, issuer, spec, previous: record }, run);
-		state = recordOutcome(state, result, run.now, policyConfig(spec, deps));
-		if (result.ok) {
-			bundle = result.bundle;
-			current = { bundle };
-			window = undefined;
-			deps.log?.info({ certificate: spec.name, serial: result.bundle.leaf.serial }, "certificate issued");
-		} else {
+		// Each issuer of the fallback list at most once per run; the next one only after a permanent failure or
+		// `fallback_after` transient ones in a row on the current one.
+		for (let tried = 0; tried < chain.length; tried++) {
+			const index = Math.min(state.issuerIndex ?? 0, chain.length - 1);
+			const issuer = chain[index]!;
+			// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
+			state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };
+			stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
+			const result = await order({ store: deps.store, issuer, spec, previous: record }, run);
+			state = recordOutcome(state, result, run.now, policyConfig(spec, deps));
+			if (result.ok) {
+				bundle = result.bundle;
+				current = { bundle };
+				window = undefined;
+				// The next renewal starts again from the preferred issuer.
+				state = { ...state, issuerIndex: 0, failuresOnIssuer: 0 };
+				issuedByName = issuer.name;
+				deps.log?.info(
+					{ certificate: spec.name, issuer: issuer.name, serial: result.bundle.leaf.serial },
+					"certificate issued",
+				);
+				break;
+			}
 			// Logged by whoever reports the cycle, once per change (the daemon), not here on every attempt.
 			problems.push({ subject: spec.name, error: result.error, order: true });
+			const onIssuer = (state.failuresOnIssuer ?? 0) + 1;
+			const moveOn = chain.length > 1 && (!result.error.retryable || onIssuer >= spec.fallback_after);
+			state = { ...state, failuresOnIssuer: moveOn ? 0 : onIssuer };
+			if (!moveOn) break;
+			state = { ...state, issuerIndex: (index + 1) % chain.length };
+			deps.log?.warn(
+				{ certificate: spec.name, from: issuer.name, to: chain[(index + 1) % chain.length]!.name },
+				`falling back to the next issuer after ${result.error.code}`,
+			);
+		}
+		// A success after a fallback: the earlier issuers' failures were logged as warnings, not problems.
+		if (issuedByName !== undefined && state.failures === 0) {
+			const kept = problems.filter((p) => !p.order);
+			problems.splice(0, problems.length, ...kept);
 		}
 		decision = decide();
 		state = { ...state, nextAttemptAt: decision.at.toISOString() };
@@ -164,7 +237,11 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 	}
 	const desired = bundle && servable(bundle, spec, run.now, problems);
 	return {
-		status: status(spec, state, decision, ordered, bundle, run.now),
+		status: {
+			...status(spec, state, decision, ordered, bundle, run.now),
+			// Which issuer issued the certificate in service, else the one the next order goes to.
+			issuer: issuedByName ?? spec.issuers[state.issuerIndex ?? 0] ?? spec.issuer,
+		},
 		...(desired ? { desired } : {}),
 		problems,
 	};
@@ -195,7 +272,9 @@ function policyInput(
 		...(ari ? { ari } : {}),
 		failures: state.failures,
 		...(state.lastFailureAt ? { lastFailureAt: new Date(state.lastFailureAt) } : {}),
+		...(state.lastError?.retryable === false ? { lastFailurePermanent: true } : {}),
 		orders: state.orders.map((o) => new Date(o)),
+		...(state.forceRequestedAt ? { forced: true } : {}),
 	};
 }
 
@@ -226,8 +305,8 @@ function currentBundle(
 		? `names changed: ${nameSet(latest.domains).join(", ")} -> ${nameSet(spec.domains).join(", ")}`
 		: latest.keyType !== spec.key_type
 			? `key type changed: ${latest.keyType} -> ${spec.key_type}`
-			: latest.issuer !== spec.issuer
-				? `issuer changed: ${latest.issuer} -> ${spec.issuer}`
+			: !spec.issuers.includes(latest.issuer)
+				? `issuer changed: ${latest.issuer} -> ${spec.issuers.join(", ")}`
 				: undefined;
 	return { bundle, ...(mismatch ? { mismatch } : {}) };
 }
@@ -250,13 +329,17 @@ function recordOutcome(
 	now: Date,
 	config: RenewalPolicyConfig,
 ): RenewalState {
+	// A forced order is one order: the request is used up whatever its outcome.
+	const { forceRequestedAt: _r, ...unforced } = state;
 	if (!result.ok) {
-		const { code, message, hint } = result.error;
-		const lastError = { code, message, ...(hint ? { hint } : {}) };
-		return { ...state, failures: state.failures + 1, lastFailureAt: now.toISOString(), lastError };
+		const { code, message, hint, retryable } = result.error;
+		const lastError = { code, message, ...(hint ? { hint } : {}), retryable };
+		// The daily cap counts successful orders only: failures are paced by backoff instead.
+		const orders = unforced.orders.filter((o) => o !== now.toISOString());
+		return { ...unforced, orders, failures: state.failures + 1, lastFailureAt: now.toISOString(), lastError };
 	}
 	const next = renewAt(result.bundle.leaf, result.jitter, config);
-	const { lastError: _e, lastFailureAt: _f, ...rest } = state;
+	const { lastError: _e, lastFailureAt: _f, ...rest } = unforced;
 	return {
 		...rest,
 		jitter: result.jitter,
@@ -304,6 +387,7 @@ function status(
 		nextRenewalAt: decision.at.toISOString(),
 		decision: { action: decision.action, reason: decision.reason, message: decision.message },
 		failures: state.failures,
+		forcedRenewals: state.forcedRenewals ?? 0,
 		breakerOpen: decision.action === "breaker-open",
 		state: renewalState(state, decision, ordered !== undefined, now),
 		...(state.lastError ? { lastError: state.lastError } : {}),

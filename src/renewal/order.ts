@@ -33,6 +33,8 @@ export async function order(
 ): Promise<OrderResult> {
 	const { issuer, spec } = deps;
 	const source = `issuer ${issuer.name}: ${spec.name}`;
+	// Only a certificate from the same issuer can be replaced in the CA's eyes.
+	const replaced = deps.previous?.value.history.find((h) => h.issuer === issuer.name);
 	let issued: Awaited<ReturnType<Issuer["issue"]>>;
 	try {
 		issued = await issuer.issue(
@@ -41,6 +43,7 @@ export async function order(
 				domains: spec.domains,
 				keyType: spec.key_type,
 				...(spec.lifetime !== undefined ? { lifetimeMs: spec.lifetime } : {}),
+				...(replaced ? { replaces: replaced.certPem } : {}),
 			},
 			run.signal,
 		);
@@ -66,17 +69,23 @@ export async function order(
 		);
 		return { ok: false, error };
 	}
-	await storeIssued(deps.store, spec.name, issuedRecord(loaded.bundle, spec, run.now), deps.previous);
+	await storeIssued(
+		deps.store,
+		spec.name,
+		issuedRecord(loaded.bundle, spec, issuer.name, run.now),
+		deps.previous,
+	);
 	// Drawn once, when the certificate is stored; the policy only reads it afterwards.
 	return { ok: true, bundle: loaded.bundle, jitter: run.random() };
 }
 
-function issuedRecord(bundle: Bundle, spec: CertificateSpec, now: Date): IssuedCertificate {
+function issuedRecord(bundle: Bundle, spec: CertificateSpec, issuer: string, now: Date): IssuedCertificate {
 	return {
 		certPem: bundle.certPem,
 		chainPem: bundle.chainPem,
 		keyPem: bundle.key.reveal(),
-		issuer: spec.issuer,
+		// Which issuer of the fallback list issued it.
+		issuer,
 		domains: spec.domains,
 		keyType: spec.key_type,
 		serial: bundle.leaf.serial,

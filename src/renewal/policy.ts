@@ -12,7 +12,8 @@ const DAY = 24 * HOUR;
 export const POLICY_DEFAULTS = {
 	renewFraction: 1 / 3,
 	backoffInitialMs: MINUTE,
-	backoffMaxMs: 6 * HOUR,
+	/** Transient failures double up to this; a permanent one (needs a human) waits this long at once. */
+	backoffMaxMs: HOUR,
 	maxOrdersPerDay: 5,
 	/** Below this fraction of the lifetime left, renew now even while backing off. */
 	emergencyFraction: 1 / 20,
@@ -43,8 +44,12 @@ export interface RenewalPolicyInput {
 	/** Consecutive failed orders since the last success. */
 	failures: number;
 	lastFailureAt?: Date;
-	/** When orders were started (successful or not); only the last 24 h matter. */
+	/** The last failure will not go away by retrying (a permanent ACME problem): back off to the cap at once. */
+	lastFailurePermanent?: boolean;
+	/** Successful orders (and ones in flight when a process died); only the last 24 h matter. */
 	orders: readonly Date[];
+	/** An operator asked for an order now (`certificatee renew --force`): backoff and the loop breaker are cleared. */
+	forced?: boolean;
 }
 
 export type RenewalReason =
@@ -55,7 +60,8 @@ export type RenewalReason =
 	| "Due"
 	| "Emergency"
 	| "Backoff"
-	| "BreakerOpen";
+	| "BreakerOpen"
+	| "Forced";
 
 export type RenewalDecision =
 	| { action: "renew-now"; at: Date; reason: RenewalReason; message: string }
@@ -70,11 +76,14 @@ export function renewAt(
 	ari?: { start: Date; end: Date },
 ): { at: Date; reason: "Scheduled" | "AriWindow" } {
 	const j = Math.min(Math.max(jitter, 0), 0.999_999);
-	if (ari && ari.end.getTime() >= ari.start.getTime()) {
-		const span = ari.end.getTime() - ari.start.getTime();
-		return { at: new Date(ari.start.getTime() + Math.floor(j * span)), reason: "AriWindow" };
-	}
 	const lifetime = current.notAfter.getTime() - current.notBefore.getTime();
+	if (ari && ari.end.getTime() >= ari.start.getTime()) {
+		// A window reaching past the emergency floor (or past notAfter) is capped there: the floor always applies.
+		const floor = current.notAfter.getTime() - lifetime * POLICY_DEFAULTS.emergencyFraction;
+		const start = Math.min(ari.start.getTime(), floor);
+		const end = Math.min(ari.end.getTime(), floor);
+		return { at: new Date(start + Math.floor(j * (end - start))), reason: "AriWindow" };
+	}
 	const before = Math.min(
 		config.renewBeforeMs ?? lifetime * (config.renewFraction ?? POLICY_DEFAULTS.renewFraction),
 		lifetime,
@@ -86,7 +95,7 @@ export function renewAt(
 	};
 }
 
-/** 1 min after the first failure, doubling, at most 6 h. */
+/** 1 min after the first failure, doubling, at most 1 h. */
 export function backoffMs(failures: number): number {
 	if (failures <= 0) return 0;
 	const exp = Math.min(failures - 1, 30);
@@ -139,8 +148,15 @@ function isEmergency(input: RenewalPolicyInput): boolean {
  * backoff; backoff after failures → wait; otherwise renew now.
  */
 export function decideRenewal(input: RenewalPolicyInput): RenewalDecision {
+	if (input.forced)
+		return {
+			action: "renew-now",
+			at: input.now,
+			reason: "Forced",
+			message: "renewal requested by an operator",
+		};
 	const d = due(input);
-	if (d.at.getTime() > input.now.getTime()) return { action: "wait", ...d };
+	if (d.at.getTime() > input.now.getTime() && !isEmergency(input)) return { action: "wait", ...d };
 	const open = breaker(input);
 	if (open) return open;
 	if (isEmergency(input)) {
@@ -152,14 +168,16 @@ export function decideRenewal(input: RenewalPolicyInput): RenewalDecision {
 		};
 	}
 	if (input.failures > 0 && input.lastFailureAt) {
-		const wait = backoffMs(input.failures);
+		const wait = input.lastFailurePermanent ? POLICY_DEFAULTS.backoffMaxMs : backoffMs(input.failures);
 		const retryAt = new Date(input.lastFailureAt.getTime() + wait);
 		if (retryAt.getTime() > input.now.getTime()) {
 			return {
 				action: "wait",
 				at: retryAt,
 				reason: "Backoff",
-				message: `${input.failures} failed order(s); retrying after ${formatDuration(wait)} backoff`,
+				message: input.lastFailurePermanent
+					? `needs a human: the CA refused permanently; retrying after ${formatDuration(wait)} (fix the cause, then certificatee renew --force)`
+					: `${input.failures} failed order(s); retrying after ${formatDuration(wait)} backoff`,
 			};
 		}
 	}

@@ -36,6 +36,8 @@ export interface IssueRequest {
 	keyType: KeyType;
 	/** Requested lifetime in ms, for issuers that choose it (local CA); ACME CAs decide for themselves. */
 	lifetimeMs?: number;
+	/** PEM of the certificate this order replaces (ACME sends its ARI certID as `replaces`, RFC 9773). */
+	replaces?: string;
 }
 
 export interface IssuedPem {
@@ -60,7 +62,19 @@ export interface Issuer {
 	readonly name: string;
 	issue(request: IssueRequest, signal: AbortSignal): Promise<IssuedPem>;
 	renewalWindow?(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
+	/** Revokes a certificate this issuer issued (ACME revokeCert; the local CA records it). */
+	revoke?(certPem: string, reason: RevocationReason, signal: AbortSignal): Promise<void>;
 }
+
+/** RFC 5280 §5.3.1 reason codes an ACME CA accepts (Let's Encrypt's list). */
+export const REVOCATION_REASONS = {
+	unspecified: 0,
+	keyCompromise: 1,
+	affiliationChanged: 3,
+	superseded: 4,
+	cessationOfOperation: 5,
+} as const;
+export type RevocationReason = keyof typeof REVOCATION_REASONS;
 
 /** What every source kind's factory receives. */
 export interface SourceDeps {

@@ -38,8 +38,9 @@ async function readEntry(path: string, key: string): Promise<Versioned | undefin
 		text = await readFile(path, "utf8");
 	} catch (e) {
 		if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-		throw new CertificateeError("STATE_CORRUPT", `cannot read state "${key}"`, {
+		throw new CertificateeError("STATE_CORRUPT", `cannot read state file ${path} (${key})`, {
 			context: { file: path },
+			hint: `check its permissions; restore ${path} from a backup, or delete it to start over`,
 			cause: e,
 		});
 	}
@@ -49,9 +50,9 @@ async function readEntry(path: string, key: string): Promise<Versioned | undefin
 			throw new Error("missing version or value");
 		return { version: parsed.version, value: parsed.value };
 	} catch (e) {
-		throw new CertificateeError("STATE_CORRUPT", `state file for "${key}" is not valid JSON`, {
+		throw new CertificateeError("STATE_CORRUPT", `state file ${path} is not valid JSON`, {
 			context: { file: path },
-			hint: "restore it from a backup or delete it (certificatee then re-issues)",
+			hint: `restore ${path} from a backup, or delete it to start over (certificatee rebuilds it, re-issuing if needed)`,
 			cause: e,
 		});
 	}
@@ -110,6 +111,7 @@ export async function openFileStore(stateDir: string, options: OpenOptions = {})
 		dir: stateDir,
 		pathOf: (key) => keyPath(stateDir, key),
 		get: async (key) => readEntry(keyPath(stateDir, key), key),
+		location: (key) => keyPath(stateDir, key),
 		async put(key, value, expectedVersion) {
 			const path = keyPath(stateDir, key);
 			if (!lock) {

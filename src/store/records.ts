@@ -39,10 +39,26 @@ export const renewalStateSchema = z.object({
 	lastSuccessAt: isoDate.optional(),
 	failures: z.number().int().min(0),
 	lastFailureAt: isoDate.optional(),
-	lastError: z.object({ code: z.string(), message: z.string(), hint: z.string().optional() }).optional(),
+	lastError: z
+		.object({
+			code: z.string(),
+			message: z.string(),
+			hint: z.string().optional(),
+			/** false: retrying will not help (a permanent ACME problem); a human must act. */
+			retryable: z.boolean().optional(),
+		})
+		.optional(),
 	nextAttemptAt: isoDate.optional(),
-	/** Start times of orders in the last 24 h (loop breaker). */
+	/** Start times of successful orders in the last 24 h, plus one in flight (loop breaker). */
 	orders: z.array(isoDate),
+	/** Set by `certificatee renew`: order at the next cycle, whatever backoff or the loop breaker say. */
+	forceRequestedAt: isoDate.optional(),
+	/** Position in the certificate's `issuers` list of the issuer the next order goes to (fallback). */
+	issuerIndex: z.number().int().min(0).optional(),
+	/** Consecutive failures on that issuer (the fallback moves on after `fallback_after`). */
+	failuresOnIssuer: z.number().int().min(0).optional(),
+	/** How many times an operator forced an order (`certificatee_forced_renewals_total`). */
+	forcedRenewals: z.number().int().min(0).optional(),
 });
 export type RenewalState = z.infer<typeof renewalStateSchema>;
 
@@ -61,9 +77,10 @@ async function readRecord<T>(
 	if (!entry) return undefined;
 	const parsed = schema.safeParse(entry.value);
 	if (!parsed.success) {
-		throw new CertificateeError("STATE_CORRUPT", `state "${key}" does not have the expected shape`, {
-			context: { operation: "read state" },
-			hint: `${z.prettifyError(parsed.error).split("\n")[0] ?? ""}; delete the record to start over`,
+		const where = store.location?.(key) ?? `state record ${key}`;
+		throw new CertificateeError("STATE_CORRUPT", `${where} does not have the expected shape`, {
+			context: { operation: "read state", ...(store.location ? { file: where } : {}) },
+			hint: `${z.prettifyError(parsed.error).split("\n")[0] ?? ""}; restore ${where} from a backup, or delete it to start over`,
 		});
 	}
 	return { value: parsed.data, version: entry.version };

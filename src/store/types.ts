@@ -22,4 +22,6 @@ export interface StateStore {
 	put(key: string, value: unknown, expectedVersion: number): Promise<number>;
 	list(prefix: string): Promise<string[]>;
 	watch(prefix: string, onChange: (key: string) => void): () => void;
+	/** Where a key lives (a file path), for errors an operator acts on; absent when the backend has no such thing. */
+	location?(key: string): string;
 }

@@ -5,6 +5,7 @@
 import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
 import { apiKey, createWriteQueues, socketKey, type WriteQueues } from "../reconcile/writers.js";
+import { pendingHooksIn } from "./directory/pending-hooks.js";
 import { createDirectoryRunner } from "./directory/runner.js";
 import type { FleetMemory } from "./fleet-memory.js";
 import { createDataplaneEndpoint } from "./haproxy-dataplane/index.js";
@@ -26,6 +27,8 @@ export interface TargetDeps {
 	memory?: (target: string) => FleetMemory;
 	/** false: endpoints that are backing off are tried anyway (an operator's one-shot `sync`). Default true. */
 	backoff?: boolean;
+	/** The state directory, for what a target must remember across restarts (failed on_change hooks). */
+	stateDir?: string;
 }
 
 export interface BuiltTarget {
@@ -99,7 +102,13 @@ export const targetFactories = {
 			},
 		};
 	},
-	directory: (config) => ({ runner: createDirectoryRunner(config), close: async () => {} }),
+	directory: (config, deps) => ({
+		runner: createDirectoryRunner(
+			config,
+			deps.stateDir && !deps.readOnly ? { pendingHooks: pendingHooksIn(deps.stateDir, config.name) } : {},
+		),
+		close: async () => {},
+	}),
 } satisfies { [K in TargetConfig["type"]]: Factory<K> };
 
 export function buildTarget(config: TargetConfig, deps: TargetDeps): BuiltTarget {

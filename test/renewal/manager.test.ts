@@ -118,7 +118,7 @@ describe("renewal/manager", () => {
 		expect(stdout).toContain(": OK");
 	});
 
-	it("backs off after failures, opens the breaker at its limit, and keeps the current certificate desired", async () => {
+	it("backs off after failures (which the daily cap does not count) and keeps the current certificate desired", async () => {
 		const good = localCa(join(dir, "state"));
 		await cycle(deps(good), t0);
 		const renewed = await cycle(deps(good), at(19 * HOUR));
@@ -148,17 +148,14 @@ describe("renewal/manager", () => {
 			report = await cycle(deps(broken), when);
 		}
 		expect(backoffs).toEqual([MIN, 2 * MIN, 4 * MIN]);
-		// Orders in 24 h: the renewal at 19 h plus four failures = 5 = the default limit.
+		// The daily cap counts successful orders only (the renewal at 19 h): failures are paced by backoff.
 		const last = statusOf(report);
-		expect(last).toMatchObject({ ordered: true, failures: 4, breakerOpen: true });
-		expect(last.decision.reason).toBe("BreakerOpen");
+		expect(last).toMatchObject({ ordered: true, failures: 4, breakerOpen: false });
+		expect(last.decision.reason).toBe("Backoff");
 		expect(serialOf(report)).toBe(servedSerial);
-
-		const later = await cycle(deps(broken), new Date(when.getTime() + 30 * MIN));
-		expect(statusOf(later)).toMatchObject({ ordered: false, failures: 4, breakerOpen: true });
-		expect(serialOf(later)).toBe(servedSerial);
 		const state = await readRenewalState(store, "web");
-		expect(state?.value.orders).toHaveLength(5);
+		expect(state?.value.orders).toHaveLength(1);
+		expect(state?.value.lastError?.retryable).toBe(true);
 	});
 
 	it("runs at most `concurrency` orders at once", async () => {

@@ -75,6 +75,19 @@ const rows: Row[] = [
 		reason: "Due",
 	},
 	{
+		says: "an ARI window starting after notAfter is capped at the emergency floor (95% of the lifetime)",
+		input: { now: at(10 * DAY), ari: { start: at(100 * DAY), end: at(110 * DAY) }, jitter: 0.5 },
+		action: "wait",
+		reason: "AriWindow",
+		at: at(85.5 * DAY),
+	},
+	{
+		says: "the emergency floor applies even when the ARI window lies beyond notAfter",
+		input: { now: at(86 * DAY), ari: { start: at(100 * DAY), end: at(110 * DAY) } },
+		action: "renew-now",
+		reason: "Emergency",
+	},
+	{
 		says: "backs off 1 min after the first failure",
 		input: { now: at(61 * DAY), failures: 1, lastFailureAt: at(61 * DAY - 30_000) },
 		action: "wait",
@@ -88,11 +101,31 @@ const rows: Row[] = [
 		reason: "Due",
 	},
 	{
-		says: "backoff is capped at 6 h",
+		says: "backoff is capped at 1 h",
 		input: { now: at(61 * DAY), failures: 20, lastFailureAt: at(61 * DAY) },
 		action: "wait",
 		reason: "Backoff",
-		at: at(61 * DAY + 6 * HOUR),
+		at: at(61 * DAY + HOUR),
+	},
+	{
+		says: "a permanent failure (needs a human) backs off to the cap at once",
+		input: { now: at(61 * DAY), failures: 1, lastFailureAt: at(61 * DAY), lastFailurePermanent: true },
+		action: "wait",
+		reason: "Backoff",
+		at: at(61 * DAY + HOUR),
+	},
+	{
+		says: "a forced renewal orders now, through backoff and an open breaker, even when not due",
+		input: {
+			now: at(10 * DAY),
+			failures: 3,
+			lastFailureAt: at(10 * DAY),
+			lastFailurePermanent: true,
+			orders: [1, 2, 3, 4, 5].map((h) => at(10 * DAY - h * HOUR)),
+			forced: true,
+		},
+		action: "renew-now",
+		reason: "Forced",
 	},
 	{
 		says: "the emergency floor (1/20 left) ignores backoff",
@@ -153,16 +186,16 @@ describe("renewal/policy", () => {
 		expect(decision.message.length).toBeGreaterThan(0);
 	});
 
-	it("backoff doubles from 1 min to 6 h", () => {
-		expect([0, 1, 2, 3, 4, 9, 10, 50].map(backoffMs)).toEqual([
+	it("backoff doubles from 1 min to 1 h", () => {
+		expect([0, 1, 2, 3, 4, 6, 7, 50].map(backoffMs)).toEqual([
 			0,
 			MIN,
 			2 * MIN,
 			4 * MIN,
 			8 * MIN,
-			256 * MIN,
-			6 * HOUR,
-			6 * HOUR,
+			32 * MIN,
+			HOUR,
+			HOUR,
 		]);
 	});
 

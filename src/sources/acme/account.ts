@@ -3,7 +3,7 @@
  * gave it. Behind a two-method interface so the state store (filesystem now, etcd later) can replace the
  * files here without touching the issuer.
  */
-import { mkdir, readFile } from "node:fs/promises";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { Secret } from "../../certificates/types.js";
@@ -16,6 +16,10 @@ export interface StoredAccount {
 	/** The directory the account is registered at; undefined until registration succeeded. */
 	directoryUrl?: string;
 	accountUrl?: string;
+	/** The contact URIs last sent to the CA (mailto:...); a changed `email` is pushed to the account. */
+	contact?: string[];
+	/** During a key rollover: the new key, on disk before the CA switches (account.next.key). */
+	nextKey?: Secret;
 }
 
 /** load() returns undefined when no account was ever stored. save() is atomic. */
@@ -24,7 +28,11 @@ export interface AccountStore {
 	save(account: StoredAccount): Promise<void>;
 }
 
-const metaSchema = z.object({ directory_url: z.string().optional(), account_url: z.string().optional() });
+const metaSchema = z.object({
+	directory_url: z.string().optional(),
+	account_url: z.string().optional(),
+	contact: z.array(z.string()).optional(),
+});
 
 async function readIfExists(file: string): Promise<string | undefined> {
 	try {
@@ -45,6 +53,7 @@ async function readIfExists(file: string): Promise<string | undefined> {
 export function fileAccountStore(dir: string): AccountStore {
 	const keyFile = path.join(dir, "account.key");
 	const metaFile = path.join(dir, "account.json");
+	const nextKeyFile = path.join(dir, "account.next.key");
 	return {
 		async load() {
 			const keyPem = await readIfExists(keyFile);
@@ -71,6 +80,8 @@ export function fileAccountStore(dir: string): AccountStore {
 				key: new Secret(keyPem),
 				...(meta.directory_url ? { directoryUrl: meta.directory_url } : {}),
 				...(meta.account_url ? { accountUrl: meta.account_url } : {}),
+				...(meta.contact ? { contact: meta.contact } : {}),
+				...(await readIfExists(nextKeyFile).then((k) => (k ? { nextKey: new Secret(k) } : {}))),
 			};
 		},
 		async save(account) {
@@ -78,8 +89,10 @@ export function fileAccountStore(dir: string): AccountStore {
 			const current = await this.load().catch(() => undefined);
 			if (current?.key.reveal() !== account.key.reveal())
 				await writeFileAtomic(keyFile, account.key.reveal());
-			const meta = `${JSON.stringify({ directory_url: account.directoryUrl, account_url: account.accountUrl }, null, 2)}\n`;
+			const meta = `${JSON.stringify({ directory_url: account.directoryUrl, account_url: account.accountUrl, contact: account.contact }, null, 2)}\n`;
 			if ((await readIfExists(metaFile)) !== meta) await writeFileAtomic(metaFile, meta);
+			if (account.nextKey) await writeFileAtomic(nextKeyFile, account.nextKey.reveal());
+			else await rm(nextKeyFile, { force: true });
 		},
 	};
 }

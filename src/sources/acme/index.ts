@@ -11,7 +11,13 @@ import pLimit from "p-limit";
 import { Agent } from "undici";
 import { Secret } from "../../certificates/types.js";
 import { CertificateeError } from "../../errors.js";
-import type { IssuedPem, IssueRequest, Issuer, RenewalWindow } from "../types.js";
+import {
+	type IssuedPem,
+	type IssueRequest,
+	type Issuer,
+	REVOCATION_REASONS,
+	type RenewalWindow,
+} from "../types.js";
 import { type AccountStore, fileAccountStore } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
 import { createChallengeSolver } from "./challenges.js";
@@ -43,6 +49,8 @@ export interface AcmeIssuerDeps {
 /** An Issuer that holds a connection pool: close() it when the issuer is dropped. */
 export interface AcmeIssuer extends Issuer {
 	renewalWindow(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
+	/** RFC 8555 §7.3.5 keyChange: a new account key, stored before the old one is dropped. Returns the account URL. */
+	rolloverKey(signal: AbortSignal): Promise<string>;
 	close(): Promise<void>;
 }
 
@@ -68,9 +76,31 @@ function readConfigFile(file: string, field: string, secret: boolean): string {
 	}
 }
 
+/** A stored account without a recorded contact predates this field: push the configured one once. */
+function sameContact(stored: readonly string[] | undefined, wanted: readonly string[]): boolean {
+	return stored !== undefined && stored.length === wanted.length && stored.every((c, i) => c === wanted[i]);
+}
+
 /** Lowercased, deduplicated, order kept (the first name becomes the CN). */
 function normaliseDomains(domains: readonly string[]): string[] {
 	return [...new Set(domains.map((d) => d.trim().toLowerCase()).filter((d) => d.length > 0))];
+}
+
+/**
+ * newOrder, with `replaces` when known. acme-client 5.4 posts the payload as given, so the field goes through.
+ * A CA that refuses it (the old certificate was already replaced, or is unknown to it) gets the order without.
+ */
+async function createOrder(
+	client: acme.Client,
+	identifiers: { type: string; value: string }[],
+	replaces: string | undefined,
+) {
+	if (replaces === undefined) return client.createOrder({ identifiers });
+	try {
+		return await client.createOrder({ identifiers, replaces } as acme.Order & { replaces: string });
+	} catch {
+		return client.createOrder({ identifiers });
+	}
 }
 
 export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps): AcmeIssuer {
@@ -123,18 +153,29 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 		const ctx: TransportContext = { signal, problems: [] };
 		try {
 			const stored = await store.load();
-			if (stored?.accountUrl && stored.directoryUrl === directoryUrl)
+			const contact = config.email ? [`mailto:${config.email}`] : [];
+			if (stored?.accountUrl && stored.directoryUrl === directoryUrl) {
+				if (!sameContact(stored.contact, contact)) {
+					// The operator changed `email`: the CA's expiry and policy mail must follow (RFC 8555 §7.3.2).
+					await newClient(stored.key, stored.accountUrl, ctx).updateAccount({ contact });
+					await store.save({ ...stored, contact });
+					logger.info(
+						{ issuer: config.name, account: stored.accountUrl, contact },
+						"ACME account contact updated",
+					);
+				}
 				return { key: stored.key, url: stored.accountUrl };
+			}
 			const key = stored?.key ?? new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
 			// The key is on disk before the CA knows it: after a crash, the same key finds the same account.
 			if (!stored) await store.save({ key });
 			const client = newClient(key, undefined, ctx);
 			await client.createAccount({
 				termsOfServiceAgreed: config.agree_tos,
-				...(config.email ? { contact: [`mailto:${config.email}`] } : {}),
+				...(contact.length > 0 ? { contact } : {}),
 			});
 			const url = client.getAccountUrl();
-			await store.save({ key, directoryUrl, accountUrl: url });
+			await store.save({ key, directoryUrl, accountUrl: url, contact });
 			logger.info({ issuer: config.name, directory: directoryUrl, account: url }, "ACME account registered");
 			return { key, url };
 		} catch (e) {
@@ -187,9 +228,9 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			const { key, url } = await ensureAccount(signal);
 			const client = newClient(key, url, ctx);
 			operation = "new order";
-			const order = await client.createOrder({
-				identifiers: domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d })),
-			});
+			const identifiers = domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d }));
+			const replaces = request.replaces ? await replacesId(request.replaces, ctx) : undefined;
+			const order = await createOrder(client, identifiers, replaces);
 			operation = "authorization";
 			const authorizations = await client.getAuthorizations(order);
 			await solver.validateAll(client, authorizations, scope);
@@ -202,7 +243,7 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			);
 			const finalized = await client.finalizeOrder(order, csr);
 			operation = "certificate download";
-			const pem = await client.getCertificate(finalized);
+			const pem = await client.getCertificate(finalized, config.preferred_chain);
 			const [certPem, ...chain] = acme.crypto.splitPemChain(pem);
 			if (!certPem) {
 				throw new CertificateeError(
@@ -218,6 +259,17 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
 		} catch (e) {
 			throw toAcmeError(e, { ...scope, operation });
+		}
+	};
+
+	/** The ARI certID of the certificate a new order replaces, when the CA supports ARI (RFC 9773 §5). */
+	const replacesId = async (certPem: string, ctx: TransportContext): Promise<string | undefined> => {
+		try {
+			const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
+			if (typeof (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo !== "string") return undefined;
+			return ariCertId(certPem);
+		} catch {
+			return undefined; // advice only: the order goes ahead without it
 		}
 	};
 
@@ -265,6 +317,70 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 				throw toAcmeError(e, { operation, endpoint: directoryUrl, problems: ctx.problems, signal });
 			}
 		},
+		async revoke(certPem, reason, outer) {
+			const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
+			const ctx: TransportContext = { signal, problems: [] };
+			try {
+				const { key, url } = await ensureAccount(signal);
+				await newClient(key, url, ctx).revokeCertificate(certPem, { reason: REVOCATION_REASONS[reason] });
+				logger.info({ issuer: config.name, reason }, "certificate revoked");
+			} catch (e) {
+				throw toAcmeError(e, {
+					operation: "revocation",
+					endpoint: directoryUrl,
+					problems: ctx.problems,
+					signal,
+				});
+			}
+		},
+		async rolloverKey(outer) {
+			const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
+			const ctx: TransportContext = { signal, problems: [] };
+			try {
+				const { key, url } = await ensureAccount(signal);
+				const stored = await store.load();
+				const nextKey = new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
+				// On disk first: if the CA switches and we crash before the swap below, the new key is not lost.
+				await store.save({ ...stored, key, nextKey });
+				const oldClient = newClient(key, url, ctx);
+				const nextClient = newClient(nextKey, url, ctx);
+				// acme-client's updateAccountKey builds an HTTP client that bypasses our transport (trust, retries,
+				// timeouts), so the two JWS are built here with its own signing code instead.
+				const inner = internals(nextClient);
+				const keyChangeUrl = await inner.http.getResourceUrl("keyChange");
+				const body = inner.http.createSignedBody(keyChangeUrl, {
+					account: url,
+					oldKey: internals(oldClient).http.getJwk(),
+				});
+				await internals(oldClient).api.updateAccountKey(body);
+				const { nextKey: _n, ...rest } = { ...stored, key, nextKey };
+				await store.save({ ...rest, key: nextKey });
+				account = Promise.resolve({ key: nextKey, url });
+				logger.info({ issuer: config.name, account: url }, "ACME account key rolled over");
+				return url;
+			} catch (e) {
+				throw toAcmeError(e, {
+					operation: "key rollover",
+					endpoint: directoryUrl,
+					problems: ctx.problems,
+					signal,
+				});
+			}
+		},
 		close: () => agent.close(),
 	};
+}
+
+interface ClientInternals {
+	http: {
+		getResourceUrl(resource: string): Promise<string>;
+		createSignedBody(url: string, payload: object): object;
+		getJwk(): object;
+	};
+	api: { updateAccountKey(body: object): Promise<unknown> };
+}
+
+/** acme-client 5.4's HttpClient and AcmeApi, for keyChange (see rolloverKey). */
+function internals(client: acme.Client): ClientInternals {
+	return client as unknown as ClientInternals;
 }

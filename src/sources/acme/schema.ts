@@ -16,6 +16,8 @@ export const acmeSourceSchema = z.strictObject({
 	directory_url: z.url({ protocol: /^https?$/, error: "expected an http(s) URL" }),
 	/** Account contact; sent as mailto: on registration. */
 	email: z.email().optional(),
+	/** Common name of the root (or any issuer) to prefer among the CA's alternate chains (RFC 8555 §7.4.2). */
+	preferred_chain: z.string().min(1).optional(),
 	/** Registration implies agreeing to the CA's terms of service; set false to refuse (issuance then fails). */
 	agree_tos: z.boolean().default(true),
 	/** External Account Binding from the CA (ZeroSSL, Google, step-ca, ...). */

@@ -8,7 +8,7 @@ import { randomBytes, webcrypto } from "node:crypto";
 import { mkdir, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import * as x509 from "@peculiar/x509";
-import { CertificateeError, describeError } from "../../errors.js";
+import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { syncDir, writeFileAtomic } from "../../store/atomic-file.js";
 import type { IssuedPem, IssueRequest, Issuer, KeyType } from "../types.js";
 
@@ -77,9 +77,30 @@ async function loadCa(dir: string): Promise<Ca | undefined> {
 		if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
 		throw e;
 	}
-	const der = x509.PemConverter.decodeFirst(keyPem);
-	const key = await crypto.subtle.importKey("pkcs8", der, CA_ALGORITHM, false, ["sign"]);
-	return { cert: new x509.X509Certificate(certPem), certPem, key };
+	const corrupt = (file: string, e: unknown) =>
+		new CertificateeError(
+			"STATE_CORRUPT",
+			`${join(dir, file)} is not a valid CA ${file === "ca.key" ? "key" : "certificate"}: ${describeError(e)}`,
+			{
+				context: { file: join(dir, file) },
+				hint: `restore ${file} from a backup; or delete ${dir} to create a new CA (clients must then trust the new ca.crt)`,
+				cause: e,
+			},
+		);
+	let key: CryptoKey;
+	try {
+		const der = x509.PemConverter.decodeFirst(keyPem);
+		key = await crypto.subtle.importKey("pkcs8", der, CA_ALGORITHM, false, ["sign"]);
+	} catch (e) {
+		throw corrupt("ca.key", e);
+	}
+	let cert: x509.X509Certificate;
+	try {
+		cert = new x509.X509Certificate(certPem);
+	} catch (e) {
+		throw corrupt("ca.crt", e);
+	}
+	return { cert, certPem, key };
 }
 
 async function createCa(dir: string, config: LocalCaSourceConfig, now: Date): Promise<Ca> {
@@ -185,6 +206,7 @@ export function createLocalCaIssuer(config: LocalCaSourceConfig, deps: LocalCaDe
 				const notBefore = new Date(now - Math.min(60_000, Math.floor(lifetime / 10)));
 				return await issueLeaf(authority, request, notBefore, new Date(now + lifetime));
 			} catch (e) {
+				if (isCertificateeError(e, "STATE_CORRUPT")) throw e; // names ca.key or ca.crt and says what to do
 				throw new CertificateeError(
 					"ISSUE_FAILED",
 					`local CA "${config.name}" could not issue "${request.certificate}": ${describeError(e)}`,
@@ -199,6 +221,24 @@ export function createLocalCaIssuer(config: LocalCaSourceConfig, deps: LocalCaDe
 		},
 		async exportRoot() {
 			return (await ensureCa()).certPem;
+		},
+		async revoke(certPem, reason, signal) {
+			signal.throwIfAborted();
+			// A private CA has no CRL or OCSP responder here: the revocation is recorded for the operator to act on.
+			const cert = new x509.X509Certificate(certPem);
+			const file = join(dir, "revoked.json");
+			const previous = await readFile(file, "utf8").then(
+				(t) => JSON.parse(t) as unknown[],
+				() => [],
+			);
+			const entry = {
+				serial: cert.serialNumber,
+				subject: cert.subject,
+				reason,
+				revokedAt: clock().toISOString(),
+			};
+			await mkdir(dir, { recursive: true, mode: 0o700 });
+			await writeFileAtomic(file, `${JSON.stringify([...previous, entry], null, 2)}\n`, 0o600);
 		},
 	};
 }

@@ -37,7 +37,7 @@ export function runHook(run: HookRun): Promise<HookResult> {
 				ok: false,
 				error: new CertificateeError("HOOK_FAILED", message, {
 					context,
-					hint: "the files were updated; fix the command, it runs again at the next change",
+					hint: "the files were updated; fix the command: it runs again every cycle until it succeeds",
 					retryable: true,
 					cause,
 				}),

@@ -20,12 +20,20 @@ import type { DesiredCertificate } from "../../reconcile/model.js";
 import { type HookResult, runHook } from "./hook.js";
 import { type FileSet, fileSetFor, setDirectory } from "./layouts.js";
 import { resolveOwner } from "./owner.js";
+import { type PendingHooks, pendingHooksInMemory } from "./pending-hooks.js";
 import type { DirectoryTargetConfig } from "./schema.js";
 
 export { type DirectoryTargetConfig, directoryTargetSchema } from "./schema.js";
 
 export type CertificateOutcome =
-	| { certificate: string; path: string; status: "unchanged"; problems: CertificateeError[] }
+	| {
+			certificate: string;
+			path: string;
+			status: "unchanged";
+			problems: CertificateeError[];
+			/** on_change run again because it had not succeeded since the files last changed. */
+			hook?: HookResult;
+	  }
 	| {
 			certificate: string;
 			path: string;
@@ -57,7 +65,10 @@ export interface DirectoryTargetPlan {
 }
 
 /** Test and bench knobs passed through to atomicdir. */
-export type DirectoryTargetOptions = Pick<SyncOptions, "durable" | "binding" | "now" | "lockTimeoutMs">;
+export type DirectoryTargetOptions = Pick<SyncOptions, "durable" | "binding" | "now" | "lockTimeoutMs"> & {
+	/** Where failed on_change runs are remembered until they succeed (default: in memory, per call). */
+	pendingHooks?: PendingHooks;
+};
 
 type Prepared = { set: FileSet } | { certificate: string; path: string; error: CertificateeError };
 
@@ -68,10 +79,11 @@ export async function syncDirectoryTarget(
 ): Promise<DirectoryTargetResult> {
 	const { owner, prepared } = await prepare(config, desired);
 	if (prepared.some((p) => "set" in p) && sharesBaseDirectory(config)) await ensureDirectory(config.path);
+	const pending = options.pendingHooks ?? pendingHooksInMemory();
 	const certificates: CertificateOutcome[] = [];
 	for (const p of prepared) {
 		if ("error" in p) certificates.push({ ...p, status: "failed" });
-		else certificates.push(await writeSet(config, p.set, owner, options));
+		else certificates.push(await writeSet(config, p.set, owner, options, pending));
 	}
 	return { target: config.name, layout: config.layout, certificates };
 }
@@ -123,6 +135,7 @@ async function writeSet(
 	set: FileSet,
 	owner: Owner | undefined,
 	options: DirectoryTargetOptions,
+	pending: PendingHooks,
 ): Promise<CertificateOutcome> {
 	const base = { certificate: set.certificate, path: set.path };
 	let outcome: { status: "unchanged" | "written"; differences: string[]; problems: CertificateeError[] };
@@ -139,7 +152,11 @@ async function writeSet(
 	} catch (e) {
 		return { ...base, status: "failed", error: asError(e, set.path) };
 	}
-	if (outcome.status === "unchanged") return { ...base, status: "unchanged", problems: outcome.problems };
+	if (outcome.status === "unchanged") {
+		const unchanged = { ...base, status: "unchanged" as const, problems: outcome.problems };
+		if (config.on_change === undefined || !(await pending.has(set.certificate))) return unchanged;
+		return { ...unchanged, hook: await onChange(config, config.on_change, set, pending) };
+	}
 	const written = {
 		...base,
 		status: "written" as const,
@@ -147,9 +164,20 @@ async function writeSet(
 		problems: outcome.problems,
 	};
 	if (config.on_change === undefined) return written;
+	return { ...written, hook: await onChange(config, config.on_change, set, pending) };
+}
+
+/** Runs on_change, remembered as pending until it succeeds. */
+async function onChange(
+	config: DirectoryTargetConfig,
+	hookConfig: NonNullable<DirectoryTargetConfig["on_change"]>,
+	set: FileSet,
+	pending: PendingHooks,
+): Promise<HookResult> {
+	await pending.mark(set.certificate);
 	const hook = await runHook({
-		command: config.on_change.command,
-		timeoutMs: config.on_change.timeout,
+		command: hookConfig.command,
+		timeoutMs: hookConfig.timeout,
 		env: {
 			CERTIFICATEE_TARGET: config.name,
 			CERTIFICATEE_CERTIFICATE: set.certificate,
@@ -157,7 +185,8 @@ async function writeSet(
 			CERTIFICATEE_LAYOUT: config.layout,
 		},
 	});
-	return { ...written, hook };
+	if (hook.ok) await pending.clear(set.certificate);
+	return hook;
 }
 
 /** Selected certificates as file sets; a listed certificate that is not desired is a failure, files untouched. */

@@ -88,14 +88,14 @@ async function syncReport(
 		report.verdicts.push(verdict("in-sync", c.path, c.certificate));
 		report.refs.push({ ref: c.path, class: "in-sync", ...notAfter(desired, c.certificate) });
 		report.notes.push(...c.problems.map((p) => `${c.certificate}: ${p.message}`));
-		if (c.status === "unchanged") continue;
-		report.steps.push({ ...step, why: c.differences.join("; "), result: "ok" });
+		if (c.status === "written") report.steps.push({ ...step, why: c.differences.join("; "), result: "ok" });
 		if (c.hook !== undefined) {
 			const hook: StepView = {
 				op: "on-change",
 				ref: c.path,
 				certificate: c.certificate,
-				why: "files changed",
+				why:
+					c.status === "written" ? "files changed" : "retrying: it has not succeeded since the files changed",
 			};
 			report.steps.push(
 				c.hook.ok ? { ...hook, result: "ok" } : { ...hook, result: "failed", error: view(c.hook.error) },

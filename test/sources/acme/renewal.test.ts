@@ -79,7 +79,7 @@ describe("ACME issuance and renewal through the renewal manager", () => {
 		expect(leafOf(renewed)?.dnsNames).toEqual(["web.test", "www.web.test"]);
 	});
 
-	it("a rejected order is reported with the ACME problem, backs off, and leaves other certificates alone", async () => {
+	it("a rejected order (permanent) is reported with the ACME problem, needs a human, backs off 1 h, and leaves other certificates alone", async () => {
 		const now = soon();
 		const first = await cycle(deps([web, blocked]), now);
 		const failed = statusOf(first, "blocked");
@@ -90,8 +90,19 @@ describe("ACME issuance and renewal through the renewal manager", () => {
 		expect(leafOf(first, "blocked")).toBeUndefined();
 		expect(leafOf(first, "web")).toBeDefined();
 
+		// rejectedIdentifier is permanent (retryable false): it needs a human and backs off to the cap (1 h) at once,
+		// not the 1 min of a first transient failure.
+		expect(failed.lastError?.retryable).toBe(false);
+		expect(Date.parse(failed.nextRenewalAt) - now.getTime()).toBe(60 * 60_000);
+		expect(failed.state).toBe("backing-off");
+		expect(failed.decision.message).toMatch(/^needs a human: /);
+
 		const later = await cycle(deps([web, blocked]), new Date(now.getTime() + 1000));
 		expect(statusOf(later, "blocked").ordered).toBe(false);
 		expect(statusOf(later, "web").ordered).toBe(false);
+		// Past a transient failure's 1 min backoff, still waiting.
+		const stillWaiting = await cycle(deps([blocked]), new Date(now.getTime() + 2 * 60_000));
+		expect(statusOf(stillWaiting, "blocked").ordered).toBe(false);
+		expect(statusOf(stillWaiting, "blocked").decision.reason).toBe("Backoff");
 	});
 });
