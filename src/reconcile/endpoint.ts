@@ -242,11 +242,12 @@ function decide(
 	observation: Observed,
 	probed: ReadonlyArray<{ served?: ServedCertificate }>,
 ): { verdicts: Verdict[]; plan: ReturnType<typeof planEndpoint> } {
+	const served = probed.flatMap((s) => (s.served ? [s.served] : []));
 	const verdicts = classifyEndpoint({
 		desired: job.desired,
 		refs: observation.refs,
 		policy: job.policy,
-		served: probed.flatMap((s) => (s.served ? [s.served] : [])),
+		served,
 		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
 		...(observation.crtLists ? { crtLists: observation.crtLists } : {}),
 	});
@@ -258,7 +259,7 @@ function decide(
 		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
 		legacyDuplicates: job.policy.legacyDuplicates,
 		...(observation.crtLists ? { crtLists: new Map(observation.crtLists.map((l) => [l.name, l])) } : {}),
-		served: probed.flatMap((s) => (s.served ? [s.served] : [])),
+		served,
 		reinserts: job.driver.reinserts === true,
 	});
 	return { verdicts, plan };

@@ -97,6 +97,13 @@ async function reload(daemon: Daemon): Promise<void> {
 	await daemon.waitForLog(/cycle finished/, { from });
 }
 
+/** Requests the double received while `run` ran. */
+async function requestsAt(d: DpapiDouble, run: () => Promise<unknown>): Promise<number> {
+	const before = d.requests.length;
+	await run();
+	return d.requests.length - before;
+}
+
 const storedRecord = (file: string) =>
 	JSON.parse(readFileSync(file, "utf8")) as {
 		value: {
@@ -134,11 +141,7 @@ describe("certificatee run: endpoint memory in the state store", () => {
 	it("an endpoint's backoff survives SIGHUP and a restart: it still sits out its cycles; status says so", async () => {
 		const { d, config, record } = await setup("backoff");
 		d.inject({ kind: "status500", message: "endpoint down" });
-		const requestsDuring = async (cycle: () => Promise<unknown>) => {
-			const before = d.requests.length;
-			await cycle();
-			return d.requests.length - before;
-		};
+		const requestsDuring = (cycle: () => Promise<unknown>) => requestsAt(d, cycle);
 		// Failures 1 and 2 (the second: sit out one cycle), across a SIGHUP.
 		const daemon = await start(config);
 		expect(d.requests.length).toBeGreaterThan(0);
@@ -178,11 +181,7 @@ describe("certificatee run: endpoint memory in the state store", () => {
 	it("sync --once, an operator asking now, tries an endpoint the daemon is backing off from, and counts its failure", async () => {
 		const { d, config, record } = await setup("once");
 		d.inject({ kind: "status500", message: "endpoint down" });
-		const requestsDuring = async (run: () => Promise<unknown>) => {
-			const before = d.requests.length;
-			await run();
-			return d.requests.length - before;
-		};
+		const requestsDuring = (run: () => Promise<unknown>) => requestsAt(d, run);
 		const once = () => certificatee(["sync", "--once", "--config", config]);
 		for (let i = 0; i < 2; i++) expect((await once()).code).toBe(1);
 		// Two failures in a row: the daemon would sit the next cycle out.
