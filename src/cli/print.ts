@@ -1,5 +1,5 @@
 /** Human renderings of a cycle report: the plan and the status screen. The data is the report itself. */
-import { formatDuration } from "../config/duration.js";
+import { formatDuration } from "../base/duration.js";
 import type { Verdict } from "../reconcile/classify.js";
 import {
 	type CycleReport,

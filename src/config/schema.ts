@@ -1,14 +1,14 @@
 /** The configuration file's schema: the top level here, each kind's options in its own folder. */
 import { z } from "zod";
+import { duration } from "../base/duration.js";
 import { certificateSpecSchema, renewalSettingsSchema } from "../renewal/schema.js";
 import { acmeSourceSchema } from "../sources/acme/schema.js";
 import { directorySourceSchema } from "../sources/directory/schema.js";
 import { localCaSourceSchema } from "../sources/local-ca/schema.js";
 import { directoryTargetSchema } from "../targets/directory/schema.js";
+import { canonicalCollisions } from "../targets/haproxy/naming.js";
 import { dataplaneTargetSchema } from "../targets/haproxy-dataplane/schema.js";
 import { runtimeTargetSchema } from "../targets/haproxy-runtime/schema.js";
-import { canonicalCollisions } from "../targets/naming.js";
-import { duration } from "./duration.js";
 
 export const sourceSchema = z.discriminatedUnion("type", [
 	directorySourceSchema,

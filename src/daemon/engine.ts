@@ -3,12 +3,13 @@
  * and the targets, wired into the cycle's dependencies. The only place that knows every part.
  */
 import type { Config } from "../config/schema.js";
+import { createDesiredLoader } from "../desired/index.js";
 import type { Logger } from "../log.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
-import type { CycleDeps, DesiredSet } from "../reconcile/cycle.js";
+import type { CycleDeps } from "../reconcile/cycle.js";
+import type { DesiredSet } from "../reconcile/model.js";
 import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
-import { createDesiredLoader } from "../sources/desired.js";
 import { buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
 import { orphanStaging } from "../targets/directory/orphans.js";

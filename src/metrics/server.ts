@@ -3,8 +3,8 @@
  * last cycle observed at least one endpoint of each target). The decisions are in health.ts.
  */
 import { createServer, type Server } from "node:http";
+import { parseHostPort } from "../base/address.js";
 import { CertificateeError } from "../errors.js";
-import { parseHostPort } from "../net/address.js";
 import { type LoopHealth, liveness, readiness } from "./health.js";
 import type { Metrics } from "./index.js";
 

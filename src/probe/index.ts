@@ -32,7 +32,7 @@ export interface ProbeResult extends ServedCertificate {
 	verified?: boolean;
 }
 
-import { parseHostPort } from "../net/address.js";
+import { parseHostPort } from "../base/address.js";
 
 export { parseHostPort };
 

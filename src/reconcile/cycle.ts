@@ -3,9 +3,8 @@
  * observe → classify → plan → apply in sync mode), then the report. `plan` and `sync` share it.
  */
 import pLimit from "p-limit";
-import type { SourceProblem } from "../sources/types.js";
-import type { DesiredCertificate } from "./model.js";
-import type { CycleReport, EndpointReport, RenewalView, TargetReport } from "./report.js";
+import type { DesiredCertificate, DesiredSet } from "./model.js";
+import type { CycleReport, EndpointReport, TargetReport } from "./report.js";
 
 export type CycleMode = "plan" | "sync";
 
@@ -20,14 +19,6 @@ export interface TargetRunner {
 		signal: AbortSignal,
 		onEndpoint?: (report: EndpointReport) => void,
 	): Promise<TargetReport>;
-}
-
-export interface DesiredSet {
-	certificates: DesiredCertificate[];
-	/** Source files and state that could not be used, and failed orders (marked `order`). */
-	problems: SourceProblem[];
-	/** Where each issued certificate stands, when certificatee issues any. */
-	renewals?: RenewalView[];
 }
 
 export interface CycleDeps {

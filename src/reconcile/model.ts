@@ -146,3 +146,47 @@ export interface EndpointDriver {
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
 	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
 }
+
+export interface SourceProblem {
+	/** File or certificate name the problem is about. */
+	subject: string;
+	error: CertificateeError;
+	/** A failed order (the renewal status carries it too): reported with the order, not as a source file. */
+	order?: true;
+}
+
+export interface DesiredSet {
+	certificates: DesiredCertificate[];
+	/** Source files and state that could not be used, and failed orders (marked `order`). */
+	problems: SourceProblem[];
+	/** Where each issued certificate stands, when certificatee issues any. */
+	renewals?: RenewalView[];
+}
+
+/**
+ * Where an issued certificate stands: `issued` (in service, not due), `due` (the next sync orders it),
+ * `ordering` (an order is in flight in another process), `failing` (the last order failed; the next sync
+ * retries), `backing-off` (the last order failed; no order before `nextAttemptAt`), `capped` (the daily
+ * order cap stopped ordering until `nextAttemptAt`).
+ */
+export type RenewalState = "issued" | "due" | "ordering" | "failing" | "backing-off" | "capped";
+
+export interface RenewalView {
+	certificate: string;
+	issuer: string;
+	/** The configured names (the certificate may not exist yet). */
+	names: string[];
+	state: RenewalState;
+	/** The order this cycle placed, and how it ended. */
+	order?: { result: "ok" | "failed"; reason: string; message: string };
+	/** When the next order may be placed (ISO). */
+	nextAttemptAt: string;
+	/** The policy's reason and message for that time, e.g. "Backoff: 2 failed order(s); retrying after 2m". */
+	reason: string;
+	message: string;
+	failures: number;
+	/** retryable false: retrying will not help (a permanent ACME problem); shown as needing a human. */
+	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
+	serial?: string;
+	notAfter?: string;
+}

@@ -1,7 +1,9 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
 import type { Verdict } from "./classify.js";
-import type { Action } from "./model.js";
+import type { Action, RenewalState, RenewalView } from "./model.js";
 import type { ServingAfter } from "./serving.js";
+
+export type { RenewalState, RenewalView } from "./model.js";
 
 /** An action as shown in plans and reports: never the bundle, only its identity. */
 export interface StepView {
@@ -67,34 +69,6 @@ export interface CycleReport {
 	/** Certificates certificatee issues: where each stands after the cycle (absent in reports built by hand). */
 	renewals?: RenewalView[];
 	targets: TargetReport[];
-}
-
-/**
- * Where an issued certificate stands: `issued` (in service, not due), `due` (the next sync orders it),
- * `ordering` (an order is in flight in another process), `failing` (the last order failed; the next sync
- * retries), `backing-off` (the last order failed; no order before `nextAttemptAt`), `capped` (the daily
- * order cap stopped ordering until `nextAttemptAt`).
- */
-export type RenewalState = "issued" | "due" | "ordering" | "failing" | "backing-off" | "capped";
-
-export interface RenewalView {
-	certificate: string;
-	issuer: string;
-	/** The configured names (the certificate may not exist yet). */
-	names: string[];
-	state: RenewalState;
-	/** The order this cycle placed, and how it ended. */
-	order?: { result: "ok" | "failed"; reason: string; message: string };
-	/** When the next order may be placed (ISO). */
-	nextAttemptAt: string;
-	/** The policy's reason and message for that time, e.g. "Backoff: 2 failed order(s); retrying after 2m". */
-	reason: string;
-	message: string;
-	failures: number;
-	/** retryable false: retrying will not help (a permanent ACME problem); shown as needing a human. */
-	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
-	serial?: string;
-	notAfter?: string;
 }
 
 export function viewAction(action: Action, why: string): StepView {

@@ -8,9 +8,12 @@ import pLimit from "p-limit";
 import { checkBundle, nameSet, parseBundle, sameNameSet } from "../certificates/index.js";
 import type { Bundle } from "../certificates/types.js";
 import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
-import type { DesiredCertificate } from "../reconcile/model.js";
-import type { RenewalState as RenewalStateName } from "../reconcile/report.js";
-import type { Issuer, RenewalWindow, SourceProblem } from "../sources/types.js";
+import type {
+	DesiredCertificate,
+	RenewalState as RenewalStateName,
+	SourceProblem,
+} from "../reconcile/model.js";
+import type { Issuer, RenewalWindow } from "../sources/types.js";
 import {
 	type CertificateRecord,
 	type RenewalState,

@@ -3,7 +3,7 @@
  * dates, the configured window, the jitter drawn when it was stored, an ARI window, recent failures and
  * orders). No clock, no randomness, no I/O: the caller passes `now` and the stored jitter.
  */
-import { formatDuration } from "../config/duration.js";
+import { formatDuration } from "../base/duration.js";
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { duration } from "../config/duration.js";
+import { duration } from "../base/duration.js";
 
 export const keyTypeSchema = z.enum(["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-4096"]);
 

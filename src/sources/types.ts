@@ -1,14 +1,5 @@
 /** Where desired certificates come from: sources that read them, issuers that make them. */
-import type { CertificateeError } from "../errors.js";
-import type { DesiredCertificate } from "../reconcile/model.js";
-
-export interface SourceProblem {
-	/** File or certificate name the problem is about. */
-	subject: string;
-	error: CertificateeError;
-	/** A failed order (the renewal status carries it too): reported with the order, not as a source file. */
-	order?: true;
-}
+import type { DesiredCertificate, SourceProblem } from "../reconcile/model.js";
 
 export interface SourceResult {
 	certificates: DesiredCertificate[];

@@ -11,7 +11,7 @@ import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
 import type { EndpointReport, TargetReport } from "../reconcile/report.js";
 import type { WriteQueues } from "../reconcile/writers.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
-import { canonicalCollisions, canonicalRef } from "./naming.js";
+import { canonicalCollisions, canonicalRef } from "./haproxy/naming.js";
 
 export interface FleetOptions {
 	name: string;

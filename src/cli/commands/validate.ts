@@ -8,7 +8,7 @@ import { type ConfigProblem, configProblems, formatProblem } from "../../config/
 import type { Config } from "../../config/schema.js";
 import { isCertificateeError } from "../../errors.js";
 import { buildSources } from "../../sources/registry.js";
-import { canonicalCollisions } from "../../targets/naming.js";
+import { canonicalCollisions } from "../../targets/haproxy/naming.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
 import { type OnlineCheck, runOnlineChecks } from "./online.js";

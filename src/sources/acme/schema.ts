@@ -1,6 +1,6 @@
 /** Config of an ACME issuer (`type: acme` under `sources`). Every key is documented in docs/acme.md. */
 import { z } from "zod";
-import { duration } from "../../config/duration.js";
+import { duration } from "../../base/duration.js";
 
 /** host:port, IPv6 hosts in brackets ("[::1]:8402"). */
 const listenAddress = z

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { duration } from "../../config/duration.js";
+import { duration } from "../../base/duration.js";
 
 /** `type: directory`: certificates that another program puts in a directory, as PEM files. */
 export const directorySourceSchema = z.strictObject({

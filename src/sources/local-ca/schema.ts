@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { duration } from "../../config/duration.js";
+import { duration } from "../../base/duration.js";
 
 /** `type: local-ca`: an embedded CA in the state directory that issues leaf certificates. */
 export const localCaSourceSchema = z.strictObject({

@@ -1,6 +1,6 @@
 /** Config of a `type: directory` target: where certificates are written as files, and in which layout. */
 import { z } from "zod";
-import { duration } from "../../config/duration.js";
+import { duration } from "../../base/duration.js";
 
 const fileMode = z
 	.string()

@@ -14,7 +14,7 @@ import {
 	PENDING_RELOAD_NOTE,
 	payloadTooLarge,
 } from "../haproxy/bufsize.js";
-import { checkNameRemoval } from "../haproxy-runtime/guard.js";
+import { checkNameRemoval } from "../haproxy/guard.js";
 import type { DataplaneClient, ReloadCaused } from "./client.js";
 import { runtimeMeta } from "./observe.js";
 

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import pLimit from "p-limit";
 import type { z } from "zod";
 import { CertificateeError } from "../../errors.js";
-import { apiAddressable, sanitizeStorageName } from "../naming.js";
+import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import {
 	createHttpClient,
 	defaultRetryPolicy,
@@ -105,7 +105,7 @@ export interface ClientDeps extends Partial<HttpDeps> {
 	warn?: (fields: Record<string, unknown>, message: string) => void;
 }
 
-export { sanitizeStorageName } from "../naming.js";
+export { sanitizeStorageName } from "../haproxy/naming.js";
 
 /**
  * The server sanitises the `{name}` of storage GET, PUT and DELETE: a name the sanitiser changes addresses

@@ -10,8 +10,8 @@ import { keyTypeOf } from "../../certificates/chain.js";
 import { nameSet, normaliseSerial } from "../../certificates/names.js";
 import { isCertificateeError } from "../../errors.js";
 import type { ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
-import { crtListLine, isCrtDirectory } from "../crt-list.js";
-import { apiAddressable, sanitizeStorageName } from "../naming.js";
+import { crtListLine, isCrtDirectory } from "../haproxy/crt-list.js";
+import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { DataplaneClient } from "./client.js";
 import type { CrtListEntry, SslCertificate } from "./schema.js";
 

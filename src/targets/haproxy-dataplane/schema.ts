@@ -3,8 +3,8 @@
  * server sends (shared/specs/dataplaneapi-v3.yaml, as the server really fills them: dpapi.md §2.3).
  */
 import { z } from "zod";
-import { duration } from "../../config/duration.js";
-import { probeAddressSchema } from "../../net/address.js";
+import { probeAddressSchema } from "../../base/address.js";
+import { duration } from "../../base/duration.js";
 import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
 
 /** One Data Plane API server. `password_file` and `${ENV}` are resolved before this schema sees values. */

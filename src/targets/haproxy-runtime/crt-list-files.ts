@@ -8,7 +8,7 @@ import { readFile, stat } from "node:fs/promises";
 import { isAbsolute, posix } from "node:path";
 import { CertificateeError } from "../../errors.js";
 import type { ObservedCrtList } from "../../reconcile/model.js";
-import { crtListLine, isCrtDirectory, linesByCertificate } from "../crt-list.js";
+import { crtListLine, isCrtDirectory, linesByCertificate } from "../haproxy/crt-list.js";
 import type { CrtListEntry } from "./parse.js";
 import { replaceFile } from "./storage.js";
 

@@ -17,10 +17,10 @@ import type {
 	ObservedRef,
 	RefMeta,
 } from "../../reconcile/model.js";
-import { appendLine, linesMaybeNaming, removeCertificateLines } from "../crt-list.js";
 import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
+import { appendLine, linesMaybeNaming, removeCertificateLines } from "../haproxy/crt-list.js";
+import { checkNameRemoval } from "../haproxy/guard.js";
 import { describeCrtList, editCrtListFile } from "./crt-list-files.js";
-import { checkNameRemoval } from "./guard.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
@@ -36,7 +36,7 @@ import {
 } from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
-export { checkNameRemoval, droppedNames } from "./guard.js";
+export { checkNameRemoval, droppedNames } from "../haproxy/guard.js";
 export { type RuntimeTargetConfig, runtimeTargetSchema } from "./schema.js";
 export { RuntimeClient, type RuntimeClientOptions, type WorkerIdentity } from "./socket.js";
 export { abortOpenTransaction, addCertificate, type RuntimeWrite, updateCertificate } from "./transaction.js";

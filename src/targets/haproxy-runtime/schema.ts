@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { duration } from "../../config/duration.js";
-import { probeAddressSchema } from "../../net/address.js";
+import { probeAddressSchema } from "../../base/address.js";
+import { duration } from "../../base/duration.js";
 
 /**
  * A HAProxy node without the Data Plane API: certificate files in `crt_dir`, runtime updates through the

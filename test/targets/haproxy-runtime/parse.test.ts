@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { droppedNames } from "../../../src/targets/haproxy-runtime/guard.js";
+import { droppedNames } from "../../../src/targets/haproxy/guard.js";
 import {
 	expect as answers,
 	normalisePem,
@@ -119,7 +119,7 @@ describe("targets/haproxy-runtime/parse", () => {
 	});
 });
 
-describe("targets/haproxy-runtime/guard droppedNames", () => {
+describe("targets/haproxy/guard droppedNames", () => {
 	it.each([
 		[["a.test", "www.a.test"], ["a.test", "www.a.test", "new.a.test"], []],
 		[["a.test", "www.a.test"], ["a.test"], ["www.a.test"]],

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { apiAddressable, canonicalRef, sanitizeStorageName } from "../../src/targets/naming.js";
+import { apiAddressable, canonicalRef, sanitizeStorageName } from "../../../src/targets/haproxy/naming.js";
 
-describe("targets/naming", () => {
+describe("targets/haproxy/naming", () => {
 	it("sanitises like client-native's misc.SanitizeFilename (its own test table, plus storage names)", () => {
 		const cases: Array<[string, string]> = [
 			// client-native misc/stringutil_test.go

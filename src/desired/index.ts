@@ -4,11 +4,9 @@
  * (sources in config order, then certificates[]) and the other is reported. No source's failure stops the rest.
  */
 import { CertificateeError, describeError } from "../errors.js";
-import type { DesiredSet } from "../reconcile/cycle.js";
-import type { DesiredCertificate } from "../reconcile/model.js";
-import type { RenewalView } from "../reconcile/report.js";
+import type { DesiredCertificate, DesiredSet, RenewalView, SourceProblem } from "../reconcile/model.js";
 import { type CertificateStatus, type RenewalDeps, runRenewal } from "../renewal/manager.js";
-import type { Source, SourceProblem, SourceResult } from "./types.js";
+import type { Source, SourceResult } from "../sources/types.js";
 
 export interface DesiredLoaderDeps {
 	sources: readonly Source[];

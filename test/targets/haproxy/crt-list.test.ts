@@ -8,12 +8,12 @@ import {
 	linesMaybeNaming,
 	namesCertificate,
 	removeCertificateLines,
-} from "../../src/targets/crt-list.js";
+} from "../../../src/targets/haproxy/crt-list.js";
 
 const LIST = "/etc/haproxy/certs.list";
 const ctx = { listPath: LIST };
 
-describe("targets/crt-list: removing the lines that name a certificate", () => {
+describe("targets/haproxy/crt-list: removing the lines that name a certificate", () => {
 	const cases: Array<{
 		name: string;
 		text: string;
@@ -99,7 +99,7 @@ describe("targets/crt-list: removing the lines that name a certificate", () => {
 	});
 });
 
-describe("targets/crt-list: appending a line", () => {
+describe("targets/haproxy/crt-list: appending a line", () => {
 	it.each([
 		{ text: "", want: "/ssl/n.pem\n" },
 		{ text: "# c\n/ssl/a.pem [alpn h2] a.test\n", want: "# c\n/ssl/a.pem [alpn h2] a.test\n/ssl/n.pem\n" },
@@ -118,7 +118,7 @@ describe("targets/crt-list: appending a line", () => {
 	});
 });
 
-describe("targets/crt-list: reading", () => {
+describe("targets/haproxy/crt-list: reading", () => {
 	it.each([
 		{ line: "/ssl/a.pem [alpn h2] a.test", want: "/ssl/a.pem" },
 		{ line: "  /ssl/a.pem\r\n", want: "/ssl/a.pem" },

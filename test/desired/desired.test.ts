@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createDesiredLoader } from "../../src/desired/index.js";
 import { certificateSpecSchema } from "../../src/renewal/schema.js";
-import { createDesiredLoader } from "../../src/sources/desired.js";
 import { createDirectorySource, directorySourceSchema } from "../../src/sources/directory/index.js";
 import { createLocalCaIssuer, localCaSourceSchema } from "../../src/sources/local-ca/index.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
@@ -21,7 +21,7 @@ afterEach(async () => {
 	await rm(dir, { recursive: true, force: true });
 });
 
-describe("sources/desired", () => {
+describe("desired", () => {
 	it("merges sources and issued certificates; plan mode orders nothing; a duplicate name is reported", async () => {
 		const ca = await createTestCa();
 		await writeFile(join(dir, "web.pem"), (await issueTestLeaf(ca, { names: ["web.test"] })).combinedPem);
