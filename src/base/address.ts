@@ -18,3 +18,11 @@ export function parseHostPort(address: string, what = "address"): { host: string
 	}
 	return { host: m[1] ?? m[2] ?? "", port };
 }
+
+/** A unix socket path (`/run/haproxy/admin.sock`, `unix@path`) or `host:port` (`[::1]:9999`). */
+export function parseAddress(address: string): { path: string } | { host: string; port: number } {
+	if (address.startsWith("unix@")) return { path: address.slice(5) };
+	const tcp = /^(?:\[([^\]]+)\]|([^:/]+)):(\d+)$/.exec(address);
+	if (tcp && !address.includes("/")) return { host: tcp[1] ?? tcp[2] ?? "", port: Number(tcp[3]) };
+	return { path: address };
+}

@@ -6,7 +6,7 @@
  * a runtime target's `crt_list`) are left as written.
  */
 import { isAbsolute, resolve } from "node:path";
-import { parseAddress } from "../targets/haproxy-runtime/connection.js";
+import { parseAddress } from "../base/address.js";
 import type { Config } from "./schema.js";
 
 function abs(baseDir: string, path: string): string {

@@ -36,10 +36,7 @@ const APART: Array<[RegExp, RegExp]> = [
 ];
 
 /** Upward imports that remain today, each for a part of issue 14 to remove. */
-const KNOWN = new Set([
-	// parseAddress (the runtime socket's address syntax) belongs in base/address.ts.
-	"config/paths.ts -> targets/haproxy-runtime/connection.ts",
-]);
+const KNOWN = new Set<string>([]);
 
 const layerOf = (file: string) => LAYERS.findIndex(([, pattern]) => pattern.test(file));
 const IMPORT =

@@ -8,16 +8,9 @@
  */
 import { createConnection, type Socket } from "node:net";
 import { StringDecoder } from "node:string_decoder";
+import { parseAddress } from "../../base/address.js";
 import { CertificateeError } from "../../errors.js";
 import { stripContinuationPrompts } from "./parse.js";
-
-/** A unix socket path (`/run/haproxy/admin.sock`, `unix@path`) or `host:port` (`[::1]:9999`). */
-export function parseAddress(address: string): { path: string } | { host: string; port: number } {
-	if (address.startsWith("unix@")) return { path: address.slice(5) };
-	const tcp = /^(?:\[([^\]]+)\]|([^:/]+)):(\d+)$/.exec(address);
-	if (tcp && !address.includes("/")) return { host: tcp[1] ?? tcp[2] ?? "", port: Number(tcp[3]) };
-	return { path: address };
-}
 
 // End of an answer: the prompt, at the start of a line.
 const PROMPT = /(?:^|\n)(?:master|\d+)?(?:\[[^\]\n]*\])?> /;
