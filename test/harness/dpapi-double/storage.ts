@@ -3,9 +3,9 @@
  * (research/dpapi.md §2): sanitised names, PEM check with 500s, PUT never creates, DELETE refused with
  * 409 when haproxy.cfg names the file, and a runtime push (202 + Reload-ID when it fails) unless skip_reload.
  */
-import { createPrivateKey, X509Certificate } from "node:crypto";
+import { createPrivateKey, randomBytes, X509Certificate } from "node:crypto";
 import { readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { sanitizeStorageName } from "../../../src/targets/haproxy-dataplane/client.js";
 import type { DoubleContext, Handled } from "./context.js";
 import { errorBody } from "./context.js";
@@ -86,8 +86,13 @@ async function exists(path: string): Promise<boolean> {
 	);
 }
 
+/**
+ * client-native writes storage files with renameio.WriteFile: a temp file `.<name><random>` in the same
+ * directory, then rename. The leading dot matters: HAProxy skips dot files when it loads a `crt <dir>/`,
+ * so a reload in the middle of a write never sees the temp file.
+ */
 async function writeAtomically(path: string, text: string): Promise<void> {
-	const temp = `${path}.tmp-${process.pid}-${Date.now()}`;
+	const temp = join(dirname(path), `.${basename(path)}${randomBytes(6).toString("hex")}`);
 	await writeFile(temp, text, { mode: 0o600 });
 	await rename(temp, path);
 }
