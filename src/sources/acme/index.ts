@@ -17,10 +17,11 @@ import {
 	type Issuer,
 	REVOCATION_REASONS,
 	type RenewalWindow,
+	type RevocationReason,
 } from "../types.js";
 import { type AccountStore, fileAccountStore } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
-import { createChallengeSolver } from "./challenges.js";
+import { type ChallengeSolver, createChallengeSolver } from "./challenges.js";
 import { createDnsHook } from "./dns01.js";
 import { createHttp01Responder } from "./http01.js";
 import { createCertificateKey } from "./keys.js";
@@ -103,7 +104,42 @@ async function createOrder(
 	}
 }
 
+/** What every step of the issuer shares: its settings, its connection pool, its challenge solver. */
+interface IssuerContext {
+	config: AcmeSourceConfig;
+	directoryUrl: string;
+	logger: AcmeLogger;
+	store: AccountStore;
+	http01Listen: string | undefined;
+	solver: ChallengeSolver;
+	/** The issuer's own connection pool (trust from ca_file); closed with the issuer. */
+	agent: Agent;
+	transport: TransportOptions;
+	newClient(key: Secret, accountUrl: string | undefined, ctx: TransportContext): acme.Client;
+}
+
+/** The account shared by every operation, and a way to swap it after a key rollover. */
+interface AccountHolder {
+	ensure(signal: AbortSignal): Promise<Account>;
+	replace(account: Account): void;
+}
+
 export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps): AcmeIssuer {
+	const ctx = issuerContext(config, deps);
+	const accounts = accountHolder(ctx);
+	const limit = pLimit(config.concurrency);
+	return {
+		name: config.name,
+		issue: (request, signal) => limit(() => issueCertificate(ctx, accounts, request, signal)),
+		renewalWindow: (certPem, signal) => fetchRenewalWindow(ctx, certPem, signal),
+		revoke: (certPem, reason, signal) => revokeCertificate(ctx, accounts, certPem, reason, signal),
+		rolloverKey: (signal) => rolloverAccountKey(ctx, accounts, signal),
+		close: () => ctx.agent.close(),
+	};
+}
+
+/** Reads the issuer's files (ca_file, the EAB key), and builds its solver, connection pool and clients. */
+function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerContext {
 	const directoryUrl = config.directory_url;
 	const logger = deps.logger ?? silent;
 	const store = deps.accountStore ?? fileAccountStore(path.join(deps.stateDir, "acme", config.name));
@@ -115,17 +151,7 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			}
 		: undefined;
 	const http01Listen = config.http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
-	const solver = createChallengeSolver({
-		issuer: config.name,
-		directoryUrl,
-		responder: http01Listen ? createHttp01Responder(http01Listen) : undefined,
-		dnsHook: config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined,
-		dnsHookTimeoutMs: config.dns_hook_timeout,
-		propagationWaitMs: config.dns_propagation_wait,
-		logger,
-	});
-	const pollMs = config.poll_interval;
-	const timeoutMs = config.timeout;
+	const solver = challengeSolver(config, http01Listen, logger);
 	const agent = new Agent({ connect: ca ? { ca } : {}, keepAliveTimeout: 10_000 });
 	const transport: TransportOptions = {
 		dispatcher: agent,
@@ -133,9 +159,8 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 		requestTimeoutMs: 30_000,
 		retryDelayMs: 500,
 	};
-	const limit = pLimit(config.concurrency);
-
-	const newClient = (key: Secret, accountUrl: string | undefined, ctx: TransportContext): acme.Client => {
+	const pollMs = config.poll_interval;
+	const newClient = (key: Secret, accountUrl: string | undefined, tctx: TransportContext): acme.Client => {
 		const client = new acme.Client({
 			directoryUrl,
 			accountKey: key.reveal(),
@@ -145,230 +170,293 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 			backoffMax: pollMs * 10,
 			backoffAttempts: 30,
 		});
-		attachTransport(client, transport, ctx);
+		attachTransport(client, transport, tctx);
 		return client;
 	};
+	return { config, directoryUrl, logger, store, http01Listen, solver, agent, transport, newClient };
+}
 
-	const registerAccount = async (signal: AbortSignal): Promise<Account> => {
-		const ctx: TransportContext = { signal, problems: [] };
-		try {
-			const stored = await store.load();
-			const contact = config.email ? [`mailto:${config.email}`] : [];
-			if (stored?.accountUrl && stored.directoryUrl === directoryUrl) {
-				if (!sameContact(stored.contact, contact)) {
-					// The operator changed `email`: the CA's expiry and policy mail must follow (RFC 8555 §7.3.2).
-					await newClient(stored.key, stored.accountUrl, ctx).updateAccount({ contact });
-					await store.save({ ...stored, contact });
-					logger.info(
-						{ issuer: config.name, account: stored.accountUrl, contact },
-						"ACME account contact updated",
-					);
-				}
-				return { key: stored.key, url: stored.accountUrl };
-			}
-			const key = stored?.key ?? new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
-			// The key is on disk before the CA knows it: after a crash, the same key finds the same account.
-			if (!stored) await store.save({ key });
-			const client = newClient(key, undefined, ctx);
-			await client.createAccount({
-				termsOfServiceAgreed: config.agree_tos,
-				...(contact.length > 0 ? { contact } : {}),
-			});
-			const url = client.getAccountUrl();
-			await store.save({ key, directoryUrl, accountUrl: url, contact });
-			logger.info({ issuer: config.name, directory: directoryUrl, account: url }, "ACME account registered");
-			return { key, url };
-		} catch (e) {
-			throw toAcmeError(e, {
-				operation: "account registration",
-				endpoint: directoryUrl,
-				problems: ctx.problems,
-				signal,
-			});
-		}
-	};
+function challengeSolver(
+	config: AcmeSourceConfig,
+	http01Listen: string | undefined,
+	logger: AcmeLogger,
+): ChallengeSolver {
+	return createChallengeSolver({
+		issuer: config.name,
+		directoryUrl: config.directory_url,
+		responder: http01Listen ? createHttp01Responder(http01Listen) : undefined,
+		dnsHook: config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined,
+		dnsHookTimeoutMs: config.dns_hook_timeout,
+		propagationWaitMs: config.dns_propagation_wait,
+		logger,
+	});
+}
 
-	// One registration shared by concurrent issuances; it has its own deadline, so one caller giving up
-	// does not fail the others (each caller stops waiting on its own signal).
+/**
+ * One registration shared by concurrent operations; it has its own deadline, so one caller giving up
+ * does not fail the others (each caller stops waiting on its own signal). A failure is not kept.
+ */
+function accountHolder(ctx: IssuerContext): AccountHolder {
 	let account: Promise<Account> | undefined;
-	const ensureAccount = (signal: AbortSignal): Promise<Account> => {
-		account ??= registerAccount(AbortSignal.timeout(timeoutMs)).catch((e: unknown) => {
-			account = undefined;
-			throw e;
-		});
-		const shared = account;
-		return new Promise<Account>((resolve, reject) => {
-			const onAbort = () => reject(signal.reason);
-			if (signal.aborted) return onAbort();
-			signal.addEventListener("abort", onAbort, { once: true });
-			shared.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-		});
+	return {
+		ensure(signal) {
+			account ??= registerAccount(ctx, AbortSignal.timeout(ctx.config.timeout)).catch((e: unknown) => {
+				account = undefined;
+				throw e;
+			});
+			const shared = account;
+			return new Promise<Account>((resolve, reject) => {
+				const onAbort = () => reject(signal.reason);
+				if (signal.aborted) return onAbort();
+				signal.addEventListener("abort", onAbort, { once: true });
+				shared.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+			});
+		},
+		replace(next) {
+			account = Promise.resolve(next);
+		},
 	};
+}
 
-	const issueOne = async (request: IssueRequest, outer: AbortSignal): Promise<IssuedPem> => {
-		const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
-		const ctx: TransportContext = { signal, problems: [] };
-		const domains = normaliseDomains(request.domains);
-		let operation = "account registration";
-		const scope: ProblemScope = {
-			certificate: request.certificate,
-			operation,
-			endpoint: directoryUrl,
-			...(http01Listen ? { http01: http01Listen } : {}),
-			problems: ctx.problems,
-			signal,
-		};
-		try {
-			signal.throwIfAborted();
-			if (domains.length === 0) {
-				throw new CertificateeError("ISSUE_FAILED", `certificate ${request.certificate} has no domains`, {
-					context: { certificate: request.certificate, field: "domains" },
-				});
-			}
-			const { key, url } = await ensureAccount(signal);
-			const client = newClient(key, url, ctx);
-			operation = "new order";
-			const identifiers = domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d }));
-			const replaces = request.replaces ? await replacesId(request.replaces, ctx) : undefined;
-			const order = await createOrder(client, identifiers, replaces);
-			operation = "authorization";
-			const authorizations = await client.getAuthorizations(order);
-			await solver.validateAll(client, authorizations, scope);
-			operation = "finalize";
-			const keyPem = await createCertificateKey(request.keyType);
-			const first = domains[0]!;
-			const [, csr] = await acme.crypto.createCsr(
-				{ altNames: domains, ...(first.length <= 64 && !isIP(first) ? { commonName: first } : {}) },
-				keyPem,
-			);
-			const finalized = await client.finalizeOrder(order, csr);
-			operation = "certificate download";
-			const pem = await client.getCertificate(finalized, config.preferred_chain);
-			const [certPem, ...chain] = acme.crypto.splitPemChain(pem);
-			if (!certPem) {
-				throw new CertificateeError(
-					"ACME_ERROR",
-					`the CA returned no certificate for ${request.certificate}`,
-					{
-						context: { endpoint: directoryUrl },
-						retryable: true,
-					},
+/** The stored account (its contact brought up to date), or a new one registered with a key stored first. */
+async function registerAccount(ictx: IssuerContext, signal: AbortSignal): Promise<Account> {
+	const { config, directoryUrl, store, logger, newClient } = ictx;
+	const ctx: TransportContext = { signal, problems: [] };
+	try {
+		const stored = await store.load();
+		const contact = config.email ? [`mailto:${config.email}`] : [];
+		if (stored?.accountUrl && stored.directoryUrl === directoryUrl) {
+			if (!sameContact(stored.contact, contact)) {
+				// The operator changed `email`: the CA's expiry and policy mail must follow (RFC 8555 §7.3.2).
+				await newClient(stored.key, stored.accountUrl, ctx).updateAccount({ contact });
+				await store.save({ ...stored, contact });
+				logger.info(
+					{ issuer: config.name, account: stored.accountUrl, contact },
+					"ACME account contact updated",
 				);
 			}
-			logger.info({ issuer: config.name, certificate: request.certificate, domains }, "certificate issued");
-			return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
-		} catch (e) {
-			throw toAcmeError(e, { ...scope, operation });
+			return { key: stored.key, url: stored.accountUrl };
 		}
-	};
+		const key = stored?.key ?? new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
+		// The key is on disk before the CA knows it: after a crash, the same key finds the same account.
+		if (!stored) await store.save({ key });
+		const client = newClient(key, undefined, ctx);
+		await client.createAccount({
+			termsOfServiceAgreed: config.agree_tos,
+			...(contact.length > 0 ? { contact } : {}),
+		});
+		const url = client.getAccountUrl();
+		await store.save({ key, directoryUrl, accountUrl: url, contact });
+		logger.info({ issuer: config.name, directory: directoryUrl, account: url }, "ACME account registered");
+		return { key, url };
+	} catch (e) {
+		throw toAcmeError(e, {
+			operation: "account registration",
+			endpoint: directoryUrl,
+			problems: ctx.problems,
+			signal,
+		});
+	}
+}
 
-	/** The ARI certID of the certificate a new order replaces, when the CA supports ARI (RFC 9773 §5). */
-	const replacesId = async (certPem: string, ctx: TransportContext): Promise<string | undefined> => {
-		try {
-			const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
-			if (typeof (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo !== "string") return undefined;
-			return ariCertId(certPem);
-		} catch {
-			return undefined; // advice only: the order goes ahead without it
+/** One order from account to downloaded chain; `scope.operation` names the step a failure happened in. */
+async function issueCertificate(
+	ictx: IssuerContext,
+	accounts: AccountHolder,
+	request: IssueRequest,
+	outer: AbortSignal,
+): Promise<IssuedPem> {
+	const { config, directoryUrl, http01Listen } = ictx;
+	const signal = AbortSignal.any([outer, AbortSignal.timeout(config.timeout)]);
+	const ctx: TransportContext = { signal, problems: [] };
+	const domains = normaliseDomains(request.domains);
+	const scope: ProblemScope = {
+		certificate: request.certificate,
+		operation: "account registration",
+		endpoint: directoryUrl,
+		...(http01Listen ? { http01: http01Listen } : {}),
+		problems: ctx.problems,
+		signal,
+	};
+	try {
+		signal.throwIfAborted();
+		if (domains.length === 0) {
+			throw new CertificateeError("ISSUE_FAILED", `certificate ${request.certificate} has no domains`, {
+				context: { certificate: request.certificate, field: "domains" },
+			});
 		}
-	};
+		const { key, url } = await accounts.ensure(signal);
+		const client = ictx.newClient(key, url, ctx);
+		scope.operation = "new order";
+		const identifiers = domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d }));
+		const replaces = request.replaces ? await replacesId(ictx, request.replaces, ctx) : undefined;
+		const order = await createOrder(client, identifiers, replaces);
+		scope.operation = "authorization";
+		await ictx.solver.validateAll(client, await client.getAuthorizations(order), scope);
+		const issued = await finalizeAndDownload(ictx, client, order, request, domains, scope);
+		ictx.logger.info(
+			{ issuer: config.name, certificate: request.certificate, domains },
+			"certificate issued",
+		);
+		return issued;
+	} catch (e) {
+		throw toAcmeError(e, { ...scope });
+	}
+}
 
-	return {
-		name: config.name,
-		issue: (request, signal) => limit(() => issueOne(request, signal)),
-		async renewalWindow(certPem, signal) {
-			const ctx: TransportContext = { signal, problems: [] };
-			const operation = "renewal info";
-			try {
-				const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
-				const base = (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo;
-				if (dir.status !== 200) {
-					throw new CertificateeError(
-						"ACME_ERROR",
-						`ACME directory ${directoryUrl} answered HTTP ${dir.status}`,
-						{
-							context: { endpoint: directoryUrl, operation, status: dir.status },
-							retryable: true,
-						},
-					);
-				}
-				if (typeof base !== "string") return undefined;
-				const url = `${base.replace(/\/+$/, "")}/${ariCertId(certPem)}`;
-				const res = await acmeRequest(transport, ctx, url, "get");
-				if (res.status === 404) return undefined;
-				if (res.status !== 200) {
-					const problem = ctx.problems.at(-1);
-					throw new CertificateeError(
-						"ACME_ERROR",
-						`renewalInfo ${url} answered HTTP ${res.status}${problem ? `: ${describeProblem(problem)}` : ""}`,
-						{
-							context: {
-								endpoint: url,
-								operation,
-								status: res.status,
-								...(problem ? { problem: problem.type } : {}),
-							},
-							retryable: true,
-						},
-					);
-				}
-				return parseRenewalInfo(url, res.data);
-			} catch (e) {
-				throw toAcmeError(e, { operation, endpoint: directoryUrl, problems: ctx.problems, signal });
-			}
-		},
-		async revoke(certPem, reason, outer) {
-			const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
-			const ctx: TransportContext = { signal, problems: [] };
-			try {
-				const { key, url } = await ensureAccount(signal);
-				await newClient(key, url, ctx).revokeCertificate(certPem, { reason: REVOCATION_REASONS[reason] });
-				logger.info({ issuer: config.name, reason }, "certificate revoked");
-			} catch (e) {
-				throw toAcmeError(e, {
-					operation: "revocation",
-					endpoint: directoryUrl,
-					problems: ctx.problems,
-					signal,
-				});
-			}
-		},
-		async rolloverKey(outer) {
-			const signal = AbortSignal.any([outer, AbortSignal.timeout(timeoutMs)]);
-			const ctx: TransportContext = { signal, problems: [] };
-			try {
-				const { key, url } = await ensureAccount(signal);
-				const stored = await store.load();
-				const nextKey = new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
-				// On disk first: if the CA switches and we crash before the swap below, the new key is not lost.
-				await store.save({ ...stored, key, nextKey });
-				const oldClient = newClient(key, url, ctx);
-				const nextClient = newClient(nextKey, url, ctx);
-				// acme-client's updateAccountKey builds an HTTP client that bypasses our transport (trust, retries,
-				// timeouts), so the two JWS are built here with its own signing code instead.
-				const inner = internals(nextClient);
-				const keyChangeUrl = await inner.http.getResourceUrl("keyChange");
-				const body = inner.http.createSignedBody(keyChangeUrl, {
-					account: url,
-					oldKey: internals(oldClient).http.getJwk(),
-				});
-				await internals(oldClient).api.updateAccountKey(body);
-				const { nextKey: _n, ...rest } = { ...stored, key, nextKey };
-				await store.save({ ...rest, key: nextKey });
-				account = Promise.resolve({ key: nextKey, url });
-				logger.info({ issuer: config.name, account: url }, "ACME account key rolled over");
-				return url;
-			} catch (e) {
-				throw toAcmeError(e, {
-					operation: "key rollover",
-					endpoint: directoryUrl,
-					problems: ctx.problems,
-					signal,
-				});
-			}
-		},
-		close: () => agent.close(),
-	};
+/** A new key and CSR for the validated order, then the chain the CA issued (the preferred one). */
+async function finalizeAndDownload(
+	{ config, directoryUrl }: IssuerContext,
+	client: acme.Client,
+	order: acme.Order,
+	request: IssueRequest,
+	domains: string[],
+	scope: ProblemScope,
+): Promise<IssuedPem> {
+	scope.operation = "finalize";
+	const keyPem = await createCertificateKey(request.keyType);
+	const first = domains[0]!;
+	const [, csr] = await acme.crypto.createCsr(
+		{ altNames: domains, ...(first.length <= 64 && !isIP(first) ? { commonName: first } : {}) },
+		keyPem,
+	);
+	const finalized = await client.finalizeOrder(order, csr);
+	scope.operation = "certificate download";
+	const pem = await client.getCertificate(finalized, config.preferred_chain);
+	const [certPem, ...chain] = acme.crypto.splitPemChain(pem);
+	if (!certPem) {
+		throw new CertificateeError("ACME_ERROR", `the CA returned no certificate for ${request.certificate}`, {
+			context: { endpoint: directoryUrl },
+			retryable: true,
+		});
+	}
+	return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
+}
+
+/** The ARI certID of the certificate a new order replaces, when the CA supports ARI (RFC 9773 §5). */
+async function replacesId(
+	{ transport, directoryUrl }: IssuerContext,
+	certPem: string,
+	ctx: TransportContext,
+): Promise<string | undefined> {
+	try {
+		const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
+		if (typeof (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo !== "string") return undefined;
+		return ariCertId(certPem);
+	} catch {
+		return undefined; // advice only: the order goes ahead without it
+	}
+}
+
+/** The CA's suggested renewal window (ARI), or undefined when it has no renewalInfo or no window for it. */
+async function fetchRenewalWindow(
+	{ transport, directoryUrl }: IssuerContext,
+	certPem: string,
+	signal: AbortSignal,
+): Promise<RenewalWindow | undefined> {
+	const ctx: TransportContext = { signal, problems: [] };
+	const operation = "renewal info";
+	try {
+		const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
+		const base = (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo;
+		if (dir.status !== 200) {
+			throw new CertificateeError(
+				"ACME_ERROR",
+				`ACME directory ${directoryUrl} answered HTTP ${dir.status}`,
+				{
+					context: { endpoint: directoryUrl, operation, status: dir.status },
+					retryable: true,
+				},
+			);
+		}
+		if (typeof base !== "string") return undefined;
+		const url = `${base.replace(/\/+$/, "")}/${ariCertId(certPem)}`;
+		const res = await acmeRequest(transport, ctx, url, "get");
+		if (res.status === 404) return undefined;
+		if (res.status !== 200) {
+			const problem = ctx.problems.at(-1);
+			throw new CertificateeError(
+				"ACME_ERROR",
+				`renewalInfo ${url} answered HTTP ${res.status}${problem ? `: ${describeProblem(problem)}` : ""}`,
+				{
+					context: {
+						endpoint: url,
+						operation,
+						status: res.status,
+						...(problem ? { problem: problem.type } : {}),
+					},
+					retryable: true,
+				},
+			);
+		}
+		return parseRenewalInfo(url, res.data);
+	} catch (e) {
+		throw toAcmeError(e, { operation, endpoint: directoryUrl, problems: ctx.problems, signal });
+	}
+}
+
+async function revokeCertificate(
+	ictx: IssuerContext,
+	accounts: AccountHolder,
+	certPem: string,
+	reason: RevocationReason,
+	outer: AbortSignal,
+): Promise<void> {
+	const signal = AbortSignal.any([outer, AbortSignal.timeout(ictx.config.timeout)]);
+	const ctx: TransportContext = { signal, problems: [] };
+	try {
+		const { key, url } = await accounts.ensure(signal);
+		await ictx.newClient(key, url, ctx).revokeCertificate(certPem, { reason: REVOCATION_REASONS[reason] });
+		ictx.logger.info({ issuer: ictx.config.name, reason }, "certificate revoked");
+	} catch (e) {
+		throw toAcmeError(e, {
+			operation: "revocation",
+			endpoint: ictx.directoryUrl,
+			problems: ctx.problems,
+			signal,
+		});
+	}
+}
+
+/** RFC 8555 §7.3.5 keyChange; the new key is stored before the CA switches, so a crash cannot lose it. */
+async function rolloverAccountKey(
+	ictx: IssuerContext,
+	accounts: AccountHolder,
+	outer: AbortSignal,
+): Promise<string> {
+	const { config, store, newClient } = ictx;
+	const signal = AbortSignal.any([outer, AbortSignal.timeout(config.timeout)]);
+	const ctx: TransportContext = { signal, problems: [] };
+	try {
+		const { key, url } = await accounts.ensure(signal);
+		const stored = await store.load();
+		const nextKey = new Secret((await acme.crypto.createPrivateEcdsaKey("P-256")).toString());
+		// On disk first: if the CA switches and we crash before the swap below, the new key is not lost.
+		await store.save({ ...stored, key, nextKey });
+		const oldClient = newClient(key, url, ctx);
+		const nextClient = newClient(nextKey, url, ctx);
+		// acme-client's updateAccountKey builds an HTTP client that bypasses our transport (trust, retries,
+		// timeouts), so the two JWS are built here with its own signing code instead.
+		const inner = internals(nextClient);
+		const keyChangeUrl = await inner.http.getResourceUrl("keyChange");
+		const body = inner.http.createSignedBody(keyChangeUrl, {
+			account: url,
+			oldKey: internals(oldClient).http.getJwk(),
+		});
+		await internals(oldClient).api.updateAccountKey(body);
+		const { nextKey: _n, ...rest } = { ...stored, key, nextKey };
+		await store.save({ ...rest, key: nextKey });
+		accounts.replace({ key: nextKey, url });
+		ictx.logger.info({ issuer: config.name, account: url }, "ACME account key rolled over");
+		return url;
+	} catch (e) {
+		throw toAcmeError(e, {
+			operation: "key rollover",
+			endpoint: ictx.directoryUrl,
+			problems: ctx.problems,
+			signal,
+		});
+	}
 }
 
 interface ClientInternals {
