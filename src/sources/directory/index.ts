@@ -4,13 +4,15 @@
  * reason and skipped while the others are served. watch() lets the daemon react to changes promptly.
  */
 import { type FSWatcher, watch as fsWatch } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { loadBundle } from "../../certificates/index.js";
+import pLimit from "p-limit";
+import { type Bundle, checkBundle } from "../../certificates/index.js";
 import { CertificateeError, describeError } from "../../errors.js";
 import type { DesiredCertificate, SourceProblem } from "../../reconcile/model.js";
 import type { Source } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
+import { createParsedCache, type ParsedCache } from "./parsed-cache.js";
 import { type DirectorySourceConfig, directorySourceSchema } from "./schema.js";
 import { type LoadedFile, selectNewest } from "./select.js";
 
@@ -18,23 +20,26 @@ export { type DirectorySourceConfig, directorySourceSchema };
 
 export interface DirectorySourceDeps {
 	clock?: () => Date;
+	/** How recent a file change must be to be parsed again on the next load too (see parsed-cache.ts). */
+	racyMs?: number;
 }
 
 /** A directory source always watches: onChange runs once the directory has been quiet for `debounce`. */
 export type WatchableSource = Source & Required<Pick<Source, "watch">>;
 
-async function readCandidate(dir: string, c: Candidate, now: Date) {
-	const read = (f: string) => readFile(join(dir, f));
+/** Files read and parsed at once when many changed (reading is I/O; parsing is synchronous CPU). */
+const READ_CONCURRENCY = 32;
+
+type Loaded = { ok: true; bundle: Bundle } | { ok: false; problems: CertificateeError[] };
+
+/** The candidate's bundle, parsed again only when a file changed, checked against `now` every time. */
+async function loadCandidate(cache: ParsedCache, dir: string, c: Candidate, now: Date): Promise<Loaded> {
+	const found = cache.lookup(dir, c);
+	const parsed = "hit" in found ? found.hit : await cache.parse(dir, c, found.miss);
+	if (!parsed.ok) return { ok: false, problems: [parsed.error] };
 	const source = join(dir, c.kind === "combined" ? c.file : c.cert);
-	const input =
-		c.kind === "combined"
-			? { combined: await read(c.file) }
-			: {
-					cert: await read(c.cert),
-					key: await read(c.key),
-					...(c.chain ? { chain: await read(c.chain) } : {}),
-				};
-	return loadBundle(input, { source, now });
+	const problems = checkBundle(parsed.bundle, { source, now });
+	return problems.length === 0 ? { ok: true, bundle: parsed.bundle } : { ok: false, problems };
 }
 
 export function createDirectorySource(
@@ -43,6 +48,8 @@ export function createDirectorySource(
 ): WatchableSource {
 	const clock = deps.clock ?? (() => new Date());
 	let previous = new Map<string, DesiredCertificate>();
+	const cache = createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs });
+	const limit = pLimit(READ_CONCURRENCY);
 	const subjectOf = (c: Candidate) =>
 		candidateFiles(c)
 			.map((f) => join(config.path, f))
@@ -73,27 +80,42 @@ export function createDirectorySource(
 		}));
 		const loaded: LoadedFile[] = [];
 		const invalid = new Set<string>();
-		for (const c of grouped.candidates) {
-			signal.throwIfAborted();
+		cache.retain(new Set(grouped.candidates.map((c) => c.name)));
+		const results = await Promise.all(
+			grouped.candidates.map((c) =>
+				limit(async () => {
+					signal.throwIfAborted();
+					try {
+						return await loadCandidate(cache, config.path, c, now);
+					} catch (e) {
+						return { ok: false as const, unreadable: e };
+					}
+				}),
+			),
+		);
+		for (const [i, c] of grouped.candidates.entries()) {
+			const result = results[i] as Loaded | { ok: false; unreadable: unknown };
 			const subject = subjectOf(c);
-			try {
-				const result = await readCandidate(config.path, c, now);
-				if (result.ok) loaded.push({ name: c.name, subject, bundle: result.bundle });
-				else {
-					invalid.add(c.name);
-					for (const error of result.problems) problems.push({ subject, error });
-				}
-			} catch (e) {
+			if (result.ok) loaded.push({ name: c.name, subject, bundle: result.bundle });
+			else if ("unreadable" in result) {
 				invalid.add(c.name);
 				problems.push({
 					subject,
-					error: new CertificateeError("SOURCE_UNREADABLE", `${subject}: ${describeError(e)}`, {
-						context: { file: subject },
-						retryable: true,
-					}),
+					error: new CertificateeError(
+						"SOURCE_UNREADABLE",
+						`${subject}: ${describeError(result.unreadable)}`,
+						{
+							context: { file: subject },
+							retryable: true,
+						},
+					),
 				});
+			} else {
+				invalid.add(c.name);
+				for (const error of result.problems) problems.push({ subject, error });
 			}
 		}
+		signal.throwIfAborted();
 		const { served, skipped } = selectNewest({
 			loaded,
 			previous,
