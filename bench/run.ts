@@ -15,8 +15,9 @@ import { acme } from "./scenarios/acme.js";
 import { atomicdir } from "./scenarios/atomicdir.js";
 import { hotswap } from "./scenarios/hotswap.js";
 import { observe } from "./scenarios/observe.js";
+import { served } from "./scenarios/served.js";
 
-const SCENARIOS = ["hotswap", "observe", "acme", "atomicdir"] as const;
+const SCENARIOS = ["served", "hotswap", "observe", "acme", "atomicdir"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const { values, positionals } = parseArgs({
@@ -51,6 +52,7 @@ for (const s of chosen) {
 }
 
 const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
+	served: () => served({ certs: num(values.certs, full ? 5000 : 1000), roll: num(values.roll, 100) }),
 	hotswap: () => hotswap({ certs: num(values.certs, full ? 5000 : 1000), roll: num(values.roll, 100) }),
 	observe: () =>
 		observe({

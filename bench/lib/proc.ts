@@ -58,3 +58,11 @@ export function median(values: readonly number[]): number | undefined {
 }
 
 export const seconds = (startMs: number) => (performance.now() - startMs) / 1000;
+
+/** User + system CPU seconds used so far by process `pid` (from /proc/<pid>/stat; clock ticks of 100 Hz). */
+export function cpuSeconds(pid: number): number {
+	const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+	const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+	// After "(comm) ": state is field 0, utime 11, stime 12.
+	return (Number(fields[11]) + Number(fields[12])) / 100;
+}
