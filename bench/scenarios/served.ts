@@ -154,7 +154,6 @@ async function daemon(base: PoolCert[], renewed: PoolCert[], scratch: string): P
 	try {
 		await d.waitForLog(/cycle finished/, { timeoutMs: 300_000 });
 		await sleep(2500); // past the source's racy window, as a long-running daemon would be
-		const from = d.logs.length;
 		const cpu0 = cpuSeconds(d.child.pid!);
 		const started = performance.now();
 		const served = allServed(h, renewed);
