@@ -7,6 +7,12 @@ export const probeAddressSchema = z.string().refine((a) => {
 	return m !== null && Number(m[2]) <= 65_535;
 }, 'expected "host:port" with the port of the TLS bind, e.g. "127.0.0.1:443"');
 
+/** Where a node serves plain HTTP (`http_address`), for the HTTP-01 check GET before the CA is asked. */
+export const httpAddressSchema = z.string().refine((a) => {
+	const m = /^(\[[0-9a-fA-F:]+\]|[^\s:[\]/]+):(\d{1,5})$/.exec(a);
+	return m !== null && Number(m[2]) <= 65_535;
+}, 'expected "host:port" where this HAProxy serves port 80, e.g. "10.0.0.11:80"');
+
 /** "host:port" or "[v6]:port" → parts; `what` names the setting in the error ("probe address", "listen"). */
 export function parseHostPort(address: string, what = "address"): { host: string; port: number } {
 	const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(address);

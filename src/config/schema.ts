@@ -52,6 +52,8 @@ type Named = {
 	endpoints?: unknown;
 	domains?: unknown;
 	dns_hook?: unknown;
+	http01?: unknown;
+	http_address?: unknown;
 };
 
 function list(value: unknown): Named[] {
@@ -73,6 +75,7 @@ export function referenceProblems(raw: unknown): Problem[] {
 	list(top.targets).forEach((t, i) => {
 		unique(list(t.endpoints), `targets[${i}].endpoints`, problems);
 	});
+	http01MapTargets(sources, list(top.targets), problems);
 	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
 	list(top.certificates).forEach((c, i) => {
 		wildcardWithoutDns01(c, i, sources, problems);
@@ -92,6 +95,52 @@ export function referenceProblems(raw: unknown): Problem[] {
 		}
 	});
 	return problems;
+}
+
+/**
+ * `http01: { via: haproxy-map }` names HAProxy targets whose every node says where it serves port 80; two
+ * issuers may not share one map on one target (each clears the map's stale tokens at its first challenge).
+ */
+function http01MapTargets(sources: Named[], targets: Named[], problems: Problem[]): void {
+	const claimed = new Map<string, number>();
+	sources.forEach((s, i) => {
+		const http01 = s.http01 as { via?: unknown; targets?: unknown; map?: unknown } | undefined;
+		if (s.type !== "acme" || http01?.via !== "haproxy-map" || !Array.isArray(http01.targets)) return;
+		http01.targets.forEach((name: unknown, j) => {
+			const path = `sources[${i}].http01.targets[${j}]`;
+			const t = targets.find((x) => x.name === name);
+			if (t?.type !== "haproxy-runtime" && t?.type !== "haproxy-dataplane") {
+				const kinds = targets.filter((x) => x.type === "haproxy-runtime" || x.type === "haproxy-dataplane");
+				problems.push({
+					path,
+					message: `"${String(name)}" is ${t ? `a ${String(t.type)} target` : "no target"}: name haproxy-runtime or haproxy-dataplane targets (${kinds.map((x) => String(x.name)).join(", ") || "none configured"})`,
+				});
+				return;
+			}
+			const at = targets.indexOf(t);
+			if (t.type === "haproxy-runtime" && t.http_address === undefined)
+				problems.push({
+					path: `targets[${at}].http_address`,
+					message: `target "${String(name)}" needs http_address (host:port where it serves port 80): ${path} sends HTTP-01 through it`,
+				});
+			if (t.type === "haproxy-dataplane")
+				list(t.endpoints).forEach((e, k) => {
+					if (e.http_address === undefined)
+						problems.push({
+							path: `targets[${at}].endpoints[${k}].http_address`,
+							message: `endpoint "${String(e.name)}" needs http_address (host:port where its HAProxy serves port 80): ${path} sends HTTP-01 through it`,
+						});
+				});
+			const key = `${String(name)}\n${String(http01.map)}`;
+			const other = claimed.get(key);
+			if (other !== undefined && other !== i)
+				problems.push({
+					path,
+					message: `sources[${other}] already uses map ${String(http01.map)} on target "${String(name)}": give each issuer its own map`,
+				});
+			else claimed.set(key, i);
+		});
+	});
 }
 
 /** ACME validates a wildcard name only through DNS-01: without a `dns_hook` every order of it fails. */

@@ -14,7 +14,7 @@ import { buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
 import { orphanStaging } from "../targets/directory/orphans.js";
 import { storedFleetMemory } from "../targets/fleet-memory.js";
-import { type BuiltTarget, buildTarget } from "../targets/registry.js";
+import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/registry.js";
 import type { Engine } from "./loop.js";
 
 export interface EngineOptions {
@@ -39,7 +39,11 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	const targets: BuiltTarget[] = [];
 	let built: ReturnType<typeof buildSources>;
 	try {
-		built = buildSources(config.sources, { stateDir: config.state_dir, clock: now });
+		built = buildSources(config.sources, {
+			stateDir: config.state_dir,
+			clock: now,
+			challengeMaps: (names, map) => challengeMapNodes(config.targets, names, map),
+		});
 		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
 		// One writer per HAProxy process, across every target that reaches it.
 		const writeQueues = createWriteQueues();

@@ -1,5 +1,6 @@
 /** Where desired certificates come from: sources that read them, issuers that make them. */
 import type { DesiredCertificate, SourceProblem } from "../reconcile/model.js";
+import type { ChallengeMapNode } from "../targets/haproxy/challenge-map.js";
 
 export interface SourceResult {
 	certificates: DesiredCertificate[];
@@ -72,7 +73,11 @@ export interface SourceDeps {
 	/** certificatee's state directory (issuers keep their CA or account there). */
 	stateDir: string;
 	clock?: () => Date;
+	/** The HAProxy nodes of the named targets, for `http01: { via: haproxy-map }` (built by the target registry). */
+	challengeMaps?: ChallengeMaps;
 }
+
+export type ChallengeMaps = (targets: readonly string[], map: string) => ChallengeMapNode[];
 
 /** A configured source kind is either a Source of ready-made certificates or an Issuer. */
 export type BuiltSource = { role: "source"; source: Source } | { role: "issuer"; issuer: Issuer };

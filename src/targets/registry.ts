@@ -3,13 +3,17 @@
  * A built target is a runner (what the cycle calls) plus close() for the connections it holds.
  */
 import type { TargetConfig } from "../config/schema.js";
+import { CertificateeError } from "../errors.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
 import { apiKey, createWriteQueues, socketKey, type WriteQueues } from "../reconcile/writers.js";
 import { pendingHooksIn } from "./directory/pending-hooks.js";
 import { createDirectoryRunner } from "./directory/runner.js";
 import type { FleetMemory } from "./fleet-memory.js";
+import type { ChallengeMapNode } from "./haproxy/challenge-map.js";
+import { createDataplaneChallengeMaps } from "./haproxy-dataplane/challenge-map.js";
 import { createDataplaneEndpoint } from "./haproxy-dataplane/index.js";
 import { createFleetRunner } from "./haproxy-fleet.js";
+import { createRuntimeChallengeMap } from "./haproxy-runtime/challenge-map.js";
 import { createRuntimeEndpoint } from "./haproxy-runtime/index.js";
 
 export interface TargetDeps {
@@ -114,4 +118,38 @@ export const targetFactories = {
 export function buildTarget(config: TargetConfig, deps: TargetDeps): BuiltTarget {
 	const factory = targetFactories[config.type] as Factory<TargetConfig["type"]>;
 	return factory(config as never, deps);
+}
+
+/**
+ * The HAProxy nodes of the named targets that hold HTTP-01 answers in `map` (an ACME source's
+ * `http01: { via: haproxy-map }`): one per haproxy-runtime target, one per haproxy-dataplane endpoint.
+ * Config validation already checked the names, kinds and http_address; this throws if it was bypassed.
+ */
+export function challengeMapNodes(
+	configs: readonly TargetConfig[],
+	names: readonly string[],
+	map: string,
+): ChallengeMapNode[] {
+	const nodes: ChallengeMapNode[] = [];
+	try {
+		for (const name of names) {
+			const config = configs.find((t) => t.name === name);
+			if (config?.type === "haproxy-runtime") nodes.push(createRuntimeChallengeMap(config, map));
+			else if (config?.type === "haproxy-dataplane") nodes.push(...createDataplaneChallengeMaps(config, map));
+			else {
+				throw new CertificateeError(
+					"CONFIG_INVALID",
+					`http01.targets names "${name}", which is ${config ? `a ${config.type} target` : "no target"}`,
+					{
+						context: { field: "http01.targets", target: name },
+						hint: "name haproxy-runtime or haproxy-dataplane targets",
+					},
+				);
+			}
+		}
+	} catch (e) {
+		for (const node of nodes) void node.close();
+		throw e;
+	}
+	return nodes;
 }

@@ -1,5 +1,5 @@
 /**
- * Answering an order's challenges: HTTP-01 through the built-in responder, DNS-01 (and every wildcard)
+ * Answering an order's challenges: HTTP-01 through the built-in responder or HAProxy maps, DNS-01 (and every wildcard)
  * through the operator's hook. Publish all, validate all, then clean up all.
  */
 import type acme from "acme-client";
@@ -72,7 +72,8 @@ export function createChallengeSolver(options: ChallengeSolverOptions): Challeng
 		}
 		const keyAuthorization = await client.getChallengeKeyAuthorization(challenge);
 		if (type === "http-01") {
-			return { authz, challenge, cleanup: await responder!.publish(challenge.token, keyAuthorization) };
+			const cleanup = await responder!.publish(challenge.token, keyAuthorization, domain, signal);
+			return { authz, challenge, cleanup };
 		}
 		const record = dnsRecordName(domain);
 		await dnsHook!.run("set", record, keyAuthorization, signal);

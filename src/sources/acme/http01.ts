@@ -8,9 +8,17 @@ import { CertificateeError } from "../../errors.js";
 
 const PATH = /^\/\.well-known\/acme-challenge\/([A-Za-z0-9_-]+)$/;
 
+/** Where HTTP-01 answers are served: the built-in responder here, or HAProxy maps (http01-map.ts). */
 export interface Http01Responder {
-	/** Serves `token` until the returned function is called. Starts listening if needed. */
-	publish(token: string, keyAuthorization: string): Promise<() => Promise<void>>;
+	/** Serves `token` for `domain` until the returned function is called. */
+	publish(
+		token: string,
+		keyAuthorization: string,
+		domain: string,
+		signal: AbortSignal,
+	): Promise<() => Promise<void>>;
+	/** Ends connections the responder holds (HAProxy maps); the built-in one holds none while idle. */
+	close?(): Promise<void>;
 	readonly address: string;
 }
 

@@ -12,6 +12,7 @@ import { Agent } from "undici";
 import { Secret } from "../../certificates/types.js";
 import { CertificateeError } from "../../errors.js";
 import {
+	type ChallengeMaps,
 	type IssuedPem,
 	type IssueRequest,
 	type Issuer,
@@ -23,7 +24,8 @@ import { type AccountStore, fileAccountStore } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
 import { type ChallengeSolver, createChallengeSolver } from "./challenges.js";
 import { createDnsHook } from "./dns01.js";
-import { createHttp01Responder } from "./http01.js";
+import { createHttp01Responder, type Http01Responder } from "./http01.js";
+import { createHttp01MapResponder } from "./http01-map.js";
 import { createCertificateKey } from "./keys.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
 import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
@@ -45,6 +47,8 @@ export interface AcmeIssuerDeps {
 	/** Replaces the file-based account store (the state store plugs in here). */
 	accountStore?: AccountStore;
 	logger?: AcmeLogger;
+	/** The HAProxy nodes for `http01: { via: haproxy-map }`; required by that setting. */
+	challengeMaps?: ChallengeMaps;
 }
 
 /** An Issuer that holds a connection pool: close() it when the issuer is dropped. */
@@ -111,6 +115,8 @@ interface IssuerContext {
 	logger: AcmeLogger;
 	store: AccountStore;
 	http01Listen: string | undefined;
+	/** Where HTTP-01 answers go (the built-in responder or HAProxy maps); closed with the issuer. */
+	responder: Http01Responder | undefined;
 	solver: ChallengeSolver;
 	/** The issuer's own connection pool (trust from ca_file); closed with the issuer. */
 	agent: Agent;
@@ -134,7 +140,9 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 		renewalWindow: (certPem, signal) => fetchRenewalWindow(ctx, certPem, signal),
 		revoke: (certPem, reason, signal) => revokeCertificate(ctx, accounts, certPem, reason, signal),
 		rolloverKey: (signal) => rolloverAccountKey(ctx, accounts, signal),
-		close: () => ctx.agent.close(),
+		close: async () => {
+			await Promise.all([ctx.agent.close(), ctx.responder?.close?.()]);
+		},
 	};
 }
 
@@ -150,8 +158,9 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 				hmacKey: config.eab.hmac_key ?? readConfigFile(config.eab.hmac_key_file!, "eab.hmac_key_file", true),
 			}
 		: undefined;
-	const http01Listen = config.http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
-	const solver = challengeSolver(config, http01Listen, logger);
+	const responder = http01Responder(config, deps, logger);
+	const http01Listen = responder?.address;
+	const solver = challengeSolver(config, responder, logger);
 	const agent = new Agent({ connect: ca ? { ca } : {}, keepAliveTimeout: 10_000 });
 	const transport: TransportOptions = {
 		dispatcher: agent,
@@ -173,18 +182,58 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 		attachTransport(client, transport, tctx);
 		return client;
 	};
-	return { config, directoryUrl, logger, store, http01Listen, solver, agent, transport, newClient };
+	return {
+		config,
+		directoryUrl,
+		logger,
+		store,
+		http01Listen,
+		responder,
+		solver,
+		agent,
+		transport,
+		newClient,
+	};
+}
+
+/** The built-in responder (default when there is no dns_hook), HAProxy maps, or none (DNS-01 only). */
+function http01Responder(
+	config: AcmeSourceConfig,
+	deps: AcmeIssuerDeps,
+	logger: AcmeLogger,
+): Http01Responder | undefined {
+	const http01 = config.http01;
+	if (http01?.via === "haproxy-map") {
+		const challengeMaps = deps.challengeMaps;
+		return createHttp01MapResponder({
+			issuer: config.name,
+			map: http01.map,
+			targets: http01.targets,
+			nodes: () => {
+				if (challengeMaps) return challengeMaps(http01.targets, http01.map);
+				throw new CertificateeError(
+					"INTERNAL",
+					`issuer ${config.name}: http01 via haproxy-map was built without the configured targets`,
+					{ context: { field: "http01.targets" } },
+				);
+			},
+			verifyTimeoutMs: http01.verify_timeout,
+			logger,
+		});
+	}
+	const listen = http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
+	return listen ? createHttp01Responder(listen) : undefined;
 }
 
 function challengeSolver(
 	config: AcmeSourceConfig,
-	http01Listen: string | undefined,
+	responder: Http01Responder | undefined,
 	logger: AcmeLogger,
 ): ChallengeSolver {
 	return createChallengeSolver({
 		issuer: config.name,
 		directoryUrl: config.directory_url,
-		responder: http01Listen ? createHttp01Responder(http01Listen) : undefined,
+		responder,
 		dnsHook: config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined,
 		dnsHookTimeoutMs: config.dns_hook_timeout,
 		propagationWaitMs: config.dns_propagation_wait,

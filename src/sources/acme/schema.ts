@@ -9,6 +9,26 @@ const listenAddress = z
 
 export const DEFAULT_HTTP01_LISTEN = "127.0.0.1:8402";
 
+/** The built-in responder: HAProxy routes /.well-known/acme-challenge/ to it. */
+const http01Responder = z.strictObject({ via: z.literal("responder").optional(), listen: listenAddress });
+
+/**
+ * HTTP-01 across a fleet: every token goes into an HAProxy map on every node of the named targets, so any
+ * node answers it (README "Challenges across a fleet"). Never written to disk.
+ */
+const http01HaproxyMap = z.strictObject({
+	via: z.literal("haproxy-map"),
+	/** Names of haproxy-runtime / haproxy-dataplane targets; every node of each one gets every token. */
+	targets: z.array(z.string().min(1)).min(1),
+	/** The map file as haproxy.cfg spells it in the rule (`map(/etc/haproxy/acme.map)`). */
+	map: z
+		.string()
+		.regex(/^\/[^\s;#<>]+$/, 'expected an absolute path without spaces, e.g. "/etc/haproxy/acme.map"'),
+	/** Per-node wait for the answer to the check GET before the CA is asked. */
+	verify_timeout: duration.prefault("5s"),
+});
+export type Http01HaproxyMapConfig = z.infer<typeof http01HaproxyMap>;
+
 export const acmeSourceSchema = z.strictObject({
 	name: z.string().min(1),
 	type: z.literal("acme"),
@@ -33,8 +53,8 @@ export const acmeSourceSchema = z.strictObject({
 		.optional(),
 	/** PEM bundle trusted for the ACME server's HTTPS instead of the system roots. */
 	ca_file: z.string().min(1).optional(),
-	/** Built-in HTTP-01 responder. Default: 127.0.0.1:8402 when dns_hook is not set either. */
-	http01: z.strictObject({ listen: listenAddress }).optional(),
+	/** HTTP-01: the built-in responder (default 127.0.0.1:8402 when dns_hook is not set either), or an HAProxy map. */
+	http01: z.discriminatedUnion("via", [http01Responder, http01HaproxyMap]).optional(),
 	/** DNS-01 hook: argv run as `<argv...> set|clear <record name> <value>`. */
 	dns_hook: z.array(z.string().min(1)).min(1).optional(),
 	dns_hook_timeout: duration.prefault("60s"),

@@ -25,6 +25,9 @@ import {
 	type DataplaneEndpointConfig,
 	type DataplaneInfo,
 	infoSchema,
+	type MapEntry,
+	mapEntriesSchema,
+	mapEntrySchema,
 	type ProcessInfo,
 	processInfoSchema,
 	runtimeListSchema,
@@ -87,10 +90,25 @@ export interface CrtListApi {
 	delete(list: string, certFile: string, lineNumber: number | undefined, signal: AbortSignal): Promise<void>;
 }
 
+/**
+ * HAProxy's runtime maps, by the API's map name: the file's basename without `.map`, resolved in the API's
+ * maps_dir (client-native GetMapsPath). Never with force_sync: nothing reaches the file on disk.
+ */
+export interface MapsApi {
+	entries(map: string, signal: AbortSignal): Promise<MapEntry[]>;
+	/** An existing key: ENDPOINT_CONFLICT (client-native looks it up first). */
+	add(map: string, key: string, value: string, signal: AbortSignal): Promise<void>;
+	/** A missing key: ENDPOINT_NOT_FOUND. */
+	delete(map: string, key: string, signal: AbortSignal): Promise<void>;
+	/** `clear map`: every entry (the file stays). */
+	clear(map: string, signal: AbortSignal): Promise<void>;
+}
+
 export interface DataplaneClient {
 	readonly storage: StorageApi;
 	readonly runtime: RuntimeApi;
 	readonly crtLists: CrtListApi;
+	readonly maps: MapsApi;
 	info(signal: AbortSignal): Promise<DataplaneInfo>;
 	/** The HAProxy worker the API's runtime client reaches (pid, uptime, node). */
 	processInfo(signal: AbortSignal): Promise<ProcessInfo>;
@@ -126,6 +144,7 @@ function refuseUnaddressable(endpoint: string, operation: string, name: string):
 const STORAGE = "/services/haproxy/storage/ssl_certificates";
 const RUNTIME = "/services/haproxy/runtime/ssl_certs";
 const CRT_LISTS = "/services/haproxy/runtime/ssl_crt_lists";
+const MAPS = "/services/haproxy/runtime/maps";
 
 function multipart(filename: string, pem: string): { contentType: string; data: string } {
 	const boundary = `certificatee-${randomBytes(12).toString("hex")}`;
@@ -308,10 +327,37 @@ export function createDataplaneClient(
 		},
 	};
 
+	const mapPath = (map: string) => named(MAPS, map);
+	const maps: MapsApi = {
+		entries: (map, signal) => read("showRuntimeMap", `${mapPath(map)}/entries`, mapEntriesSchema, signal),
+		add: async (map, key, value, signal) => {
+			const exchange: Exchange = {
+				operation: "addMapEntry",
+				method: "POST",
+				path: `${mapPath(map)}/entries`,
+				body: { contentType: "application/json", data: JSON.stringify({ key, value }) },
+				read: false,
+			};
+			await write(exchange, json(exchange, mapEntrySchema), signal);
+		},
+		delete: (map, key, signal) =>
+			writeEmpty(
+				{
+					operation: "deleteRuntimeMapEntry",
+					method: "DELETE",
+					path: `${mapPath(map)}/entries/${encodeURIComponent(key)}`,
+				},
+				signal,
+			),
+		clear: (map, signal) =>
+			writeEmpty({ operation: "clearRuntimeMap", method: "DELETE", path: mapPath(map) }, signal),
+	};
+
 	return {
 		storage,
 		runtime,
 		crtLists,
+		maps,
 		info: (signal) => read("getInfo", "/info", infoSchema, signal),
 		processInfo: (signal) =>
 			read("getHaproxyProcessInfo", "/services/haproxy/runtime/info", processInfoSchema, signal),

@@ -3,7 +3,7 @@
  * server sends (shared/specs/dataplaneapi-v3.yaml, as the server really fills them: dpapi.md §2.3).
  */
 import { z } from "zod";
-import { probeAddressSchema } from "../../base/address.js";
+import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
 import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
 
@@ -19,6 +19,8 @@ export const dataplaneEndpointSchema = z.strictObject({
 	insecure_skip_verify: z.boolean().default(false),
 	/** host:port where HAProxy serves TLS, for handshake probes by SNI. */
 	probe: probeAddressSchema.optional(),
+	/** host:port where this node's HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */
+	http_address: httpAddressSchema.optional(),
 	/** Per-request timeout. */
 	timeout: duration.pipe(z.number().positive({ error: "timeout must be more than 0" })).prefault("10s"),
 });
@@ -103,6 +105,15 @@ export const processInfoSchema = z.looseObject({
 		.nullish(),
 });
 export type ProcessInfo = z.output<typeof processInfoSchema>;
+
+/** `map_entry`: a runtime map's key and value (`id` is HAProxy's entry address, in listings only). */
+export const mapEntrySchema = z.looseObject({
+	id: z.string().optional(),
+	key: z.string(),
+	value: z.string(),
+});
+export type MapEntry = z.output<typeof mapEntrySchema>;
+export const mapEntriesSchema = z.array(mapEntrySchema);
 
 /** The `error` body; `code` equals the HTTP status only from v3.3.6, so callers key on the status. */
 export const errorBodySchema = z.looseObject({

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { probeAddressSchema } from "../../base/address.js";
+import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
 
 /**
@@ -21,6 +21,8 @@ export const runtimeTargetSchema = z.strictObject({
 	crt_list: z.string().optional(),
 	/** host:port of a TLS bind serving these certificates, for the served-certificate probe. */
 	probe: probeAddressSchema.optional(),
+	/** host:port where this HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */
+	http_address: httpAddressSchema.optional(),
 	certificates: z.array(z.string()).optional(),
 	/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
 	legacy_duplicates: z.enum(["remove", "report"]).default("remove"),

@@ -32,8 +32,8 @@ describe("HTTP-01 responder", () => {
 		const [port] = (await freePorts(1)) as [number];
 		const responder = createHttp01Responder(`127.0.0.1:${port}`);
 		const base = `http://127.0.0.1:${port}/.well-known/acme-challenge`;
-		const removeA = await responder.publish("tokenA", "tokenA.thumb");
-		const removeB = await responder.publish("tokenB", "tokenB.thumb");
+		const removeA = await responder.publish("tokenA", "tokenA.thumb", "a.test", AbortSignal.timeout(5_000));
+		const removeB = await responder.publish("tokenB", "tokenB.thumb", "a.test", AbortSignal.timeout(5_000));
 		expect(await get(`${base}/tokenA`)).toEqual({ status: 200, body: "tokenA.thumb" });
 		// Pebble fetches each token several times: it stays.
 		expect(await get(`${base}/tokenA`)).toEqual({ status: 200, body: "tokenA.thumb" });
@@ -44,7 +44,7 @@ describe("HTTP-01 responder", () => {
 		expect(await get(`${base}/tokenB`)).toEqual({ status: 200, body: "tokenB.thumb" });
 		await removeB();
 		await expect(fetch(`${base}/tokenB`)).rejects.toThrow();
-		const again = await responder.publish("tokenC", "tokenC.thumb");
+		const again = await responder.publish("tokenC", "tokenC.thumb", "a.test", AbortSignal.timeout(5_000));
 		expect(await get(`${base}/tokenC`)).toEqual({ status: 200, body: "tokenC.thumb" });
 		await again();
 	});
@@ -55,7 +55,7 @@ describe("HTTP-01 responder", () => {
 		const port = (blocker.address() as net.AddressInfo).port;
 		try {
 			const error = await createHttp01Responder(`127.0.0.1:${port}`)
-				.publish("t", "t.k")
+				.publish("t", "t.k", "a.test", AbortSignal.timeout(5_000))
 				.catch((e: unknown) => e);
 			expect(isCertificateeError(error, "ISSUE_FAILED")).toBe(true);
 			if (!isCertificateeError(error)) return;
