@@ -4,6 +4,8 @@ import type { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.
 export interface DoubleContext {
 	/** The storage directory (ssl-certs-dir): a directory the harness HAProxy loads. */
 	storageDir: string;
+	/** The API's maps_dir: runtime map names resolve to `<mapsDir>/<name>.map`. */
+	mapsDir: string;
 	/** The running haproxy.cfg, scanned by storage DELETE. */
 	configFile: string;
 	/** The runtime-socket client of test/harness's HAProxy (never a copy). */

@@ -18,6 +18,7 @@ import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
 import type { Haproxy } from "../haproxy.js";
 import { checkRequest, checkResponse, type IncomingRequest } from "./check.js";
 import { type DoubleContext, errorBody, type Handled, type RuntimeOverflow } from "./context.js";
+import { maps } from "./maps.js";
 import { runtime } from "./runtime.js";
 import { loadSpecValidator } from "./spec.js";
 import { flagsOf, storage } from "./storage.js";
@@ -64,6 +65,8 @@ export interface DpapiDoubleOptions {
 	haproxy: Haproxy;
 	/** ssl-certs-dir; default the HAProxy's crt directory. */
 	storageDir?: string;
+	/** maps_dir, where runtime map names resolve; default the HAProxy's temp dir. */
+	mapsDir?: string;
 	username?: string;
 	password?: string;
 	/** Serve HTTPS with this certificate. */
@@ -185,6 +188,10 @@ const routes: Record<string, Route> = {
 	createCert: (ctx, r) => runtime.create(ctx, file(r)),
 	replaceCert: (ctx, r) => runtime.replace(ctx, name(r), file(r).text),
 	deleteCert: (ctx, r) => runtime.delete(ctx, name(r)),
+	showRuntimeMap: (ctx, r) => maps.entries(ctx, r.params.parent_name ?? ""),
+	addMapEntry: (ctx, r) => maps.add(ctx, r.params.parent_name ?? "", r.parsed.body),
+	deleteRuntimeMapEntry: (ctx, r) => maps.delete(ctx, r.params.parent_name ?? "", r.params.id ?? ""),
+	clearRuntimeMap: (ctx, r) => maps.clear(ctx, name(r)),
 	getAllCrtLists: (ctx) => runtime.crtLists(ctx),
 	getAllCrtListEntries: (ctx, r) => runtime.entries(ctx, r.query.get("name") ?? ""),
 	addCrtListEntry: (ctx, r) => runtime.addEntry(ctx, r.query.get("name") ?? "", r.parsed.body),
@@ -209,6 +216,10 @@ const RUNTIME_OPERATIONS = new Set([
 	"getAllCrtListEntries",
 	"addCrtListEntry",
 	"deleteCrtListEntry",
+	"showRuntimeMap",
+	"addMapEntry",
+	"deleteRuntimeMapEntry",
+	"clearRuntimeMap",
 ]);
 
 export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<DpapiDouble> {
@@ -227,6 +238,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		bufsize: options.bufsize ?? 16_384,
 		overflows,
 		storageDir: options.storageDir ?? options.haproxy.crtDir,
+		mapsDir: options.mapsDir ?? options.haproxy.dir,
 		configFile: join(options.haproxy.dir, "haproxy.cfg"),
 		runtime: client,
 		runtimeSocket: options.haproxy.adminSocket,

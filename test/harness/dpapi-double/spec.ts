@@ -38,6 +38,9 @@ export const SERVED_PATHS = [
 	"/services/haproxy/runtime/ssl_certs/{name}",
 	"/services/haproxy/runtime/ssl_crt_lists",
 	"/services/haproxy/runtime/ssl_crt_lists/entries",
+	"/services/haproxy/runtime/maps/{name}",
+	"/services/haproxy/runtime/maps/{parent_name}/entries",
+	"/services/haproxy/runtime/maps/{parent_name}/entries/{id}",
 ] as const;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
