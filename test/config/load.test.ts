@@ -187,6 +187,72 @@ describe("config/load: what would fail later is rejected now", () => {
 		expect(problems[0]?.message).toContain("host:port");
 	});
 
+	it("http01 via haproxy-map: targets must be HAProxy targets whose every node has http_address, one map per issuer", () => {
+		const acme = (name: string, targets: string[]) => ({
+			name,
+			type: "acme",
+			directory_url: "https://acme.test/dir",
+			http01: { via: "haproxy-map", targets, map: "/etc/haproxy/acme.map" },
+		});
+		const raw = (withAddress: boolean) => ({
+			sources: [acme("le", ["fra", "ams", "files", "nowhere"]), acme("other", ["fra"])],
+			targets: [
+				{
+					name: "fra",
+					type: "haproxy-runtime",
+					socket: "/run/haproxy/admin.sock",
+					crt_dir: "/etc/haproxy/certs",
+					...(withAddress ? { http_address: "10.0.0.11:80" } : {}),
+				},
+				{
+					name: "ams",
+					type: "haproxy-dataplane",
+					endpoints: [
+						{
+							name: "ams1",
+							url: "http://10.0.1.1:5555",
+							username: "u",
+							password: "p",
+							...(withAddress ? { http_address: "10.0.1.1:80" } : {}),
+						},
+					],
+				},
+				{ name: "files", type: "directory", path: "/srv/certs" },
+			],
+		});
+		const problems = problemsOf(() => parseConfig(raw(false), "x.yaml", { env: {} }));
+		expect(problems.map((p) => p.path)).toEqual([
+			"targets[0].http_address",
+			"targets[1].endpoints[0].http_address",
+			"sources[0].http01.targets[2]",
+			"sources[0].http01.targets[3]",
+			"targets[0].http_address",
+			"sources[1].http01.targets[0]",
+		]);
+		expect(problems[2]?.message).toContain('"files" is a directory target');
+		expect(problems[3]?.message).toContain('"nowhere" is no target');
+		expect(problems[5]?.message).toContain("sources[0] already uses map /etc/haproxy/acme.map");
+		const fixed = raw(true);
+		fixed.sources = [acme("le", ["fra", "ams"])];
+		const { config } = parseConfig(fixed, "x.yaml", { env: {} });
+		const http01 = config.sources[0]?.type === "acme" ? config.sources[0].http01 : undefined;
+		expect(http01).toEqual({
+			via: "haproxy-map",
+			targets: ["fra", "ams"],
+			map: "/etc/haproxy/acme.map",
+			verify_timeout: 5000,
+		});
+		const relative = {
+			...fixed,
+			sources: [
+				{ ...acme("le", ["fra"]), http01: { via: "haproxy-map", targets: ["fra"], map: "acme.map" } },
+			],
+		};
+		expect(problemsOf(() => parseConfig(relative, "x.yaml", { env: {} }))[0]?.path).toBe(
+			"sources[0].http01.map",
+		);
+	});
+
 	it("rejects a wildcard name whose ACME issuer has no dns_hook, and accepts it with one or from a local CA", () => {
 		const raw = (hook: boolean) => ({
 			sources: [

@@ -53,7 +53,9 @@ async function checkAnswer(
 export function createHttp01MapResponder(options: Http01MapOptions): Http01MapResponder {
 	const { map, logger } = options;
 	const address = `haproxy-map ${map} on ${options.targets.join(", ")}`;
+	// Connections to the nodes are held only while a token is out, like the built-in responder's port.
 	let nodes: ChallengeMapNode[] | undefined;
+	let outstanding = 0;
 	// Stale entries are cleared once per process, by the first challenge; a failed clear is tried again.
 	let cleared: Promise<void> | undefined;
 
@@ -80,6 +82,14 @@ export function createHttp01MapResponder(options: Http01MapOptions): Http01MapRe
 		return each(fleet(), (n) => n.remove(token, signal));
 	};
 
+	const release = async (): Promise<void> => {
+		outstanding -= 1;
+		if (outstanding > 0 || nodes === undefined) return;
+		const open = nodes;
+		nodes = undefined;
+		await Promise.allSettled(open.map((n) => n.close()));
+	};
+
 	const fleetError = (what: string, failures: NodeFailure[], tail: string) =>
 		new CertificateeError(
 			"ISSUE_FAILED",
@@ -91,32 +101,47 @@ export function createHttp01MapResponder(options: Http01MapOptions): Http01MapRe
 			},
 		);
 
+	/** Sets the token on every node and checks every node answers it; on any failure removes it everywhere. */
+	const publishEverywhere = async (
+		token: string,
+		keyAuthorization: string,
+		domain: string,
+		signal: AbortSignal,
+	): Promise<void> => {
+		await clearStale(signal);
+		const all = fleet();
+		const failed = await each(all, (n) => n.set(token, keyAuthorization, signal));
+		if (failed.length === 0) {
+			const verify = AbortSignal.any([signal, AbortSignal.timeout(options.verifyTimeoutMs)]);
+			const answers = await Promise.all(
+				all.map(async (n) => {
+					const why = await checkAnswer(n, token, keyAuthorization, domain, verify);
+					return why === undefined ? [] : [{ node: n.name, why }];
+				}),
+			);
+			failed.push(...answers.flat());
+		}
+		if (failed.length === 0) return;
+		for (const f of await removeEverywhere(token))
+			logger.warn({ issuer: options.issuer, node: f.node, err: f.why }, "HTTP-01 token removal failed");
+		throw fleetError(`not every node answers the token for ${domain}`, failed, "the CA was not asked");
+	};
+
 	return {
 		address,
 		async publish(token, keyAuthorization, domain, signal) {
-			await clearStale(signal);
-			const all = fleet();
-			const failed = await each(all, (n) => n.set(token, keyAuthorization, signal));
-			if (failed.length === 0) {
-				const verify = AbortSignal.any([signal, AbortSignal.timeout(options.verifyTimeoutMs)]);
-				const answers = await Promise.all(
-					all.map(async (n) => {
-						const why = await checkAnswer(n, token, keyAuthorization, domain, verify);
-						return why === undefined ? [] : [{ node: n.name, why }];
-					}),
-				);
-				failed.push(...answers.flat());
-			}
-			if (failed.length > 0) {
-				for (const f of await removeEverywhere(token))
-					logger.warn({ issuer: options.issuer, node: f.node, err: f.why }, "HTTP-01 token removal failed");
-				throw fleetError(`not every node answers the token for ${domain}`, failed, "the CA was not asked");
+			outstanding += 1;
+			try {
+				await publishEverywhere(token, keyAuthorization, domain, signal);
+			} catch (e) {
+				await release();
+				throw e;
 			}
 			let removed = false;
 			return async () => {
 				if (removed) return;
 				removed = true;
-				const failures = await removeEverywhere(token);
+				const failures = await removeEverywhere(token).finally(release);
 				if (failures.length > 0)
 					throw fleetError("token removal failed", failures, "it is cleared at the next start");
 			};

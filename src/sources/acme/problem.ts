@@ -32,8 +32,10 @@ function hintFor(short: string, scope: ProblemScope): string {
 		case "unauthorized":
 		case "dns":
 		case "tls":
-			return scope.challenge === "dns-01"
-				? "the CA could not see the TXT record: check that dns_hook really publishes it in the zone's authoritative DNS (raise dns_propagation_wait if it is slow)"
+			if (scope.challenge === "dns-01")
+				return "the CA could not see the TXT record: check that dns_hook really publishes it in the zone's authoritative DNS (raise dns_propagation_wait if it is slow)";
+			return scope.http01?.startsWith("haproxy-map ")
+				? `the CA could not validate although every node of ${scope.http01} answered the token on its http_address: port 80 of the name must reach one of those nodes (DNS, firewall, a redirect before the map rule?)`
 				: `the CA could not validate: http://<name>/.well-known/acme-challenge/ (port 80) must reach the HTTP-01 responder at ${scope.http01 ?? "http01.listen"}, e.g. through an HAProxy route`;
 		case "rateLimited":
 			return "the CA is rate limiting this account or name: wait for the time it states";
