@@ -4,6 +4,7 @@
  * resolves each name to a node chosen at random; nothing else listens on that port. Pebble, its recording
  * pass-through and the fleet start once for the file.
  */
+import { readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -24,9 +25,16 @@ import { expectValidIssue } from "./helpers.js";
 const NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"] as const;
 const signal = () => AbortSignal.timeout(60_000);
 
-/** The documented rule, verbatim but for the map's path. */
-const rule = (map: string) =>
-	`    http-request return status 200 content-type text/plain lf-string "%[path,field(4,/),map(${map})]" if { path_beg /.well-known/acme-challenge/ } { path,field(4,/),map(${map}) -m found }`;
+/** The rule as README "Challenges across a fleet" documents it, verbatim but for the map's path. */
+const documentedRule = (() => {
+	const readme = readFileSync(path.join(import.meta.dirname, "../../../README.md"), "utf8");
+	const line = readme
+		.split("\n")
+		.find((l) => /http-request return .*map\(\/etc\/haproxy\/acme\.map\)/.test(l));
+	if (!line) throw new Error("README has no map rule for /etc/haproxy/acme.map");
+	return line.trim();
+})();
+const rule = (map: string) => `    ${documentedRule.replaceAll("/etc/haproxy/acme.map", map)}`;
 
 let pebble: PebbleHandle;
 let observer: AcmeObserver;
