@@ -1,7 +1,8 @@
 /**
  * The ACME issuer (`type: acme`): orders certificates from an ACME CA with acme-client, answering HTTP-01
- * with the built-in responder and DNS-01 through the operator's hook. One account per issuer, kept in the
- * state directory and reused; a new private key per issuance; at most `concurrency` orders in flight.
+ * with the built-in responder or HAProxy maps on a fleet, and DNS-01 through the operator's hook. One
+ * account per issuer, kept in the state directory and reused; a new private key per issuance; at most
+ * `concurrency` orders in flight.
  */
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
