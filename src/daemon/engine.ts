@@ -4,6 +4,7 @@
  */
 import type { Config } from "../config/schema.js";
 import { createDesiredLoader } from "../desired/index.js";
+import { describeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
@@ -67,6 +68,19 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		throw e;
 	}
 	const { sources, issuers } = built;
+	if (!options.readOnly) {
+		// In the background: a node that is down must not hold up the first cycle; orders wait for it anyway.
+		for (const issuer of issuers.values()) {
+			issuer.prepare?.(AbortSignal.timeout(60_000)).then(
+				() => options.log.info({ issuer: issuer.name }, "stale HTTP-01 tokens cleared from the HAProxy maps"),
+				(e: unknown) =>
+					options.log.warn(
+						{ issuer: issuer.name, err: describeError(e) },
+						"could not clear stale HTTP-01 tokens from the HAProxy maps; retried before the next order",
+					),
+			);
+		}
+	}
 	const acmeIssuers = new Set(config.sources.filter((s) => s.type === "acme").map((s) => s.name));
 	const load = createDesiredLoader(
 		{

@@ -56,6 +56,9 @@ export interface Issuer {
 	renewalWindow?(certPem: string, signal: AbortSignal): Promise<RenewalWindow | undefined>;
 	/** Revokes a certificate this issuer issued (ACME revokeCert; the local CA records it). */
 	revoke?(certPem: string, reason: RevocationReason, signal: AbortSignal): Promise<void>;
+	/** Removes what an earlier run left where this issuer publishes challenges (HTTP-01 tokens in HAProxy
+	 * maps); the daemon calls it once at start. Orders wait for it. */
+	prepare?(signal: AbortSignal): Promise<void>;
 }
 
 /** RFC 5280 §5.3.1 reason codes an ACME CA accepts (Let's Encrypt's list). */

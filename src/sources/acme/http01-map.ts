@@ -2,7 +2,8 @@
  * HTTP-01 across a fleet (`http01: { via: haproxy-map }`): each token goes into the HAProxy map of every
  * node of the named targets, and every node must answer it over plain HTTP before the CA is asked, so the CA
  * may reach any node. Tokens are removed afterwards, also after failures; entries left by an earlier run
- * (a crash, a kill) are cleared before this process publishes its first token. Nothing reaches the disk.
+ * (a crash, a kill) are cleared at start (prepare) and in any case before this process publishes its first
+ * token. Nothing reaches the disk.
  */
 import { request } from "undici";
 import { CertificateeError, describeError } from "../../errors.js";
@@ -16,7 +17,7 @@ export interface Http01MapOptions {
 	/** Builds the nodes; called at the first challenge, never for an issuer that orders nothing. */
 	nodes: () => ChallengeMapNode[];
 	verifyTimeoutMs: number;
-	logger: { warn(fields: object, message: string): void };
+	logger: { info(fields: object, message: string): void; warn(fields: object, message: string): void };
 }
 
 export type Http01MapResponder = Http01Responder & { close(): Promise<void> };
@@ -66,9 +67,14 @@ export function createHttp01MapResponder(options: Http01MapOptions): Http01MapRe
 
 	const clearStale = (signal: AbortSignal): Promise<void> => {
 		cleared ??= (async () => {
-			const failures = await each(fleet(), (n) => n.clear(signal));
+			const all = fleet();
+			const failures = await each(all, (n) => n.clear(signal));
 			if (failures.length > 0)
 				throw fleetError("cannot clear stale tokens", failures, "the CA was not asked");
+			logger.info(
+				{ issuer: options.issuer, map, nodes: all.map((n) => n.name) },
+				"HTTP-01 map cleared of stale tokens on every node",
+			);
 		})().catch((e: unknown) => {
 			cleared = undefined;
 			throw e;
@@ -145,6 +151,14 @@ export function createHttp01MapResponder(options: Http01MapOptions): Http01MapRe
 				if (failures.length > 0)
 					throw fleetError("token removal failed", failures, "it is cleared at the next start");
 			};
+		},
+		async prepare(signal) {
+			outstanding += 1;
+			try {
+				await clearStale(signal);
+			} finally {
+				await release();
+			}
 		},
 		async close() {
 			const open = nodes ?? [];

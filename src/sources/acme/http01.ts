@@ -19,6 +19,8 @@ export interface Http01Responder {
 	): Promise<() => Promise<void>>;
 	/** Ends connections the responder holds (HAProxy maps); the built-in one holds none while idle. */
 	close?(): Promise<void>;
+	/** Clears answers an earlier run left behind (HAProxy maps); the built-in responder has none. */
+	prepare?(signal: AbortSignal): Promise<void>;
 	readonly address: string;
 }
 

@@ -141,6 +141,7 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 		renewalWindow: (certPem, signal) => fetchRenewalWindow(ctx, certPem, signal),
 		revoke: (certPem, reason, signal) => revokeCertificate(ctx, accounts, certPem, reason, signal),
 		rolloverKey: (signal) => rolloverAccountKey(ctx, accounts, signal),
+		...(ctx.responder?.prepare ? { prepare: (signal: AbortSignal) => ctx.responder!.prepare!(signal) } : {}),
 		close: async () => {
 			await Promise.all([ctx.agent.close(), ctx.responder?.close?.()]);
 		},

@@ -16,6 +16,7 @@ import { type AcmeIssuer, acmeSourceSchema, createAcmeIssuer } from "../../../sr
 import { ensureMapFile } from "../../../src/targets/haproxy-runtime/challenge-map.js";
 import { challengeMapNodes } from "../../../src/targets/registry.js";
 import { type AcmeObserver, startAcmeObserver } from "../../harness/acme-observer.js";
+import { ensureBuilt, spawnCertificatee } from "../../harness/cli.js";
 import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/index.js";
 import { freePort, type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 import { assertConfigValid } from "../../harness/invariant.js";
@@ -243,6 +244,46 @@ describe("HTTP-01 through HAProxy maps on a fleet of 3", () => {
 			expect(d.requests.filter((r) => /force_sync=true/.test(r.query))).toEqual([]);
 		}
 		expect(await readFile(map, "utf8")).toBe("");
+	}, 90_000);
+});
+
+describe("at start", () => {
+	it("the daemon clears tokens an earlier run left in every node's map, before any order", async () => {
+		await ensureBuilt();
+		for (const [i, h] of fleet.entries()) await h.command(`add map ${map} left-${i} left-${i}.by-a-kill`);
+		const configFile = path.join(dir, "daemon.json");
+		await writeFile(
+			configFile,
+			JSON.stringify({
+				state_dir: path.join(dir, "daemon-state"),
+				listen: `127.0.0.1:${await freePort()}`,
+				interval: "1h",
+				sources: [
+					{
+						name: "le",
+						type: "acme",
+						directory_url: observer.directoryUrl,
+						ca_file: observer.caFile,
+						http01: { via: "haproxy-map", targets: ["node1", "node2", "node3"], map },
+					},
+				],
+				targets: fleet.map((h, i) => ({
+					name: `node${i + 1}`,
+					type: "haproxy-runtime",
+					socket: h.adminSocket,
+					crt_dir: h.crtDir,
+					http_address: `${NODES[i]}:${port}`,
+				})),
+			}),
+		);
+		const daemon = spawnCertificatee(["run", "--config", configFile]);
+		try {
+			const line = await daemon.waitForLog(/^stale HTTP-01 tokens cleared/, { timeoutMs: 30_000 });
+			expect(line.issuer).toBe("le");
+			for (const h of fleet) expect(await entries(h)).toEqual([]);
+		} finally {
+			await daemon.stop();
+		}
 	}, 90_000);
 });
 
