@@ -27,6 +27,8 @@ export interface EngineOptions {
 	now?: () => Date;
 	random?: () => number;
 	metrics?: Metrics;
+	/** The daemon (`run`): issuers clear what an earlier run left (stale HTTP-01 tokens), in the background. */
+	prepareIssuers?: boolean;
 }
 
 export interface BuiltEngine extends Engine {
@@ -68,7 +70,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		throw e;
 	}
 	const { sources, issuers } = built;
-	if (!options.readOnly) {
+	if (options.prepareIssuers && !options.readOnly) {
 		// In the background: a node that is down must not hold up the first cycle; orders wait for it anyway.
 		for (const issuer of issuers.values()) {
 			issuer.prepare?.(AbortSignal.timeout(60_000)).then(

@@ -8,7 +8,7 @@ export async function runCommand(ctx: CommandContext): Promise<void> {
 	const metrics = createMetrics();
 	await runDaemon({
 		loadConfig: () => ctx.loadConfig(),
-		build: (config) => buildEngine(config, { log: ctx.log, readOnly: false, metrics }),
+		build: (config) => buildEngine(config, { log: ctx.log, readOnly: false, metrics, prepareIssuers: true }),
 		metrics,
 		log: ctx.log,
 		signals: process,
