@@ -2,61 +2,66 @@
  * One error type for the whole program. Callers branch on `code`, never on the message.
  * Messages name the file, field or endpoint and never contain key material; `hint` says what to do.
  */
-export type ErrorCode =
+export const ERROR_CODES = [
 	// configuration
-	| "CONFIG_NOT_FOUND"
-	| "CONFIG_INVALID"
-	| "CONFIG_SECRET_UNREADABLE"
+	"CONFIG_NOT_FOUND",
+	"CONFIG_INVALID",
+	"CONFIG_SECRET_UNREADABLE",
 	// certificate bundles
-	| "BUNDLE_EMPTY"
-	| "BUNDLE_TOO_LARGE"
-	| "BUNDLE_NOT_PEM"
-	| "BUNDLE_TRUNCATED"
-	| "BUNDLE_NO_CERTIFICATE"
-	| "BUNDLE_NO_KEY"
-	| "BUNDLE_SEVERAL_KEYS"
-	| "BUNDLE_ENCRYPTED_KEY"
-	| "BUNDLE_BAD_KEY"
-	| "BUNDLE_BAD_CERTIFICATE"
-	| "BUNDLE_KEY_MISMATCH"
-	| "BUNDLE_SEVERAL_LEAVES"
-	| "BUNDLE_CHAIN_BROKEN"
-	| "BUNDLE_EXPIRED"
-	| "BUNDLE_NOT_YET_VALID"
-	| "BUNDLE_NAMES_NOT_COVERED"
+	"BUNDLE_EMPTY",
+	"BUNDLE_TOO_LARGE",
+	"BUNDLE_NOT_PEM",
+	"BUNDLE_TRUNCATED",
+	"BUNDLE_NO_CERTIFICATE",
+	"BUNDLE_NO_KEY",
+	"BUNDLE_SEVERAL_KEYS",
+	"BUNDLE_ENCRYPTED_KEY",
+	"BUNDLE_BAD_KEY",
+	"BUNDLE_BAD_CERTIFICATE",
+	"BUNDLE_KEY_MISMATCH",
+	"BUNDLE_SEVERAL_LEAVES",
+	"BUNDLE_CHAIN_BROKEN",
+	"BUNDLE_EXPIRED",
+	"BUNDLE_NOT_YET_VALID",
+	"BUNDLE_NAMES_NOT_COVERED",
 	// endpoints and targets
-	| "ENDPOINT_UNAVAILABLE"
-	| "ENDPOINT_TIMEOUT"
-	| "ENDPOINT_AUTH"
-	| "ENDPOINT_BAD_RESPONSE"
-	| "ENDPOINT_NOT_FOUND"
-	| "ENDPOINT_CONFLICT"
-	| "ENDPOINT_ERROR"
-	| "RUNTIME_COMMAND_FAILED"
-	| "RUNTIME_LOCKED"
-	| "RUNTIME_PAYLOAD_TOO_LARGE"
-	| "RUNTIME_RELOADED"
-	| "PROBE_FAILED"
-	| "UPDATE_DROPS_NAMES"
-	| "REF_UNADDRESSABLE"
+	"ENDPOINT_UNAVAILABLE",
+	"ENDPOINT_TIMEOUT",
+	"ENDPOINT_AUTH",
+	"ENDPOINT_BAD_RESPONSE",
+	"ENDPOINT_NOT_FOUND",
+	"ENDPOINT_CONFLICT",
+	"ENDPOINT_ERROR",
+	"RUNTIME_COMMAND_FAILED",
+	/** HAProxy refused `del ssl cert`: a crt-list, crt directory or `crt` line still uses the certificate. */
+	"RUNTIME_CERT_IN_USE",
+	"RUNTIME_LOCKED",
+	"RUNTIME_PAYLOAD_TOO_LARGE",
+	"RUNTIME_RELOADED",
+	"PROBE_FAILED",
+	"UPDATE_DROPS_NAMES",
+	"REF_UNADDRESSABLE",
 	// files and state
-	| "ATOMICDIR_BAD_NAME"
-	| "ATOMICDIR_UNSUPPORTED"
-	| "ATOMICDIR_SWAP_FAILED"
-	| "ATOMICDIR_CLEANUP_FAILED"
-	| "ATOMICDIR_LOCKED"
-	| "STATE_LOCKED"
-	| "STATE_CONFLICT"
-	| "STATE_CORRUPT"
+	"ATOMICDIR_BAD_NAME",
+	"ATOMICDIR_UNSUPPORTED",
+	"ATOMICDIR_SWAP_FAILED",
+	"ATOMICDIR_CLEANUP_FAILED",
+	"ATOMICDIR_LOCKED",
+	"STATE_LOCKED",
+	"STATE_CONFLICT",
+	"STATE_CORRUPT",
 	// sources and issuers
-	| "SOURCE_UNREADABLE"
-	| "SOURCE_OLDER"
-	| "SOURCE_DUPLICATE_NAME"
-	| "ACME_ERROR"
-	| "ISSUE_FAILED"
-	| "HOOK_FAILED"
-	| "NOT_AVAILABLE"
-	| "INTERNAL";
+	"SOURCE_UNREADABLE",
+	"SOURCE_OLDER",
+	"SOURCE_DUPLICATE_NAME",
+	"ACME_ERROR",
+	"ISSUE_FAILED",
+	"HOOK_FAILED",
+	"NOT_AVAILABLE",
+	"INTERNAL",
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** Where an error happened: whichever of these apply. Never key material. */
 export interface ErrorContext {
@@ -108,6 +113,17 @@ export class CertificateeError extends Error {
 
 export function isCertificateeError(e: unknown, code?: ErrorCode): e is CertificateeError {
 	return e instanceof CertificateeError && (code === undefined || e.code === code);
+}
+
+/** An error as reports, plans and `--json` output show it: code, message and hint only. */
+export interface ErrorView {
+	code: ErrorCode;
+	message: string;
+	hint?: string;
+}
+
+export function errorView(e: { code: ErrorCode; message: string; hint?: string | undefined }): ErrorView {
+	return { code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) };
 }
 
 const PEM_BLOCK = /-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g;

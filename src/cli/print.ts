@@ -8,6 +8,7 @@ import {
 	endpointState,
 	outcomeLine,
 	type RenewalView,
+	stepCounts,
 } from "../reconcile/report.js";
 import { type StatusSummary, statusSummary } from "./status-view.js";
 import { type Cell, renderTable, type Styler } from "./table.js";
@@ -55,8 +56,8 @@ export function renderPlan(report: CycleReport, style: Styler): string[] {
 	if (steps.length > 0 && report.mode === "plan") {
 		out.push(`${steps.length} change${steps.length === 1 ? "" : "s"} pending`);
 	} else if (steps.length > 0) {
-		const done = steps.filter((s) => s.result === "ok").length;
-		out.push(`${done} write${done === 1 ? "" : "s"} done, ${steps.length - done} failed or skipped`);
+		const { done, open } = stepCounts(steps);
+		out.push(`${done} write${done === 1 ? "" : "s"} done, ${open} failed or skipped`);
 	}
 	const outcome = cycleOutcome(report);
 	out.push(
@@ -94,7 +95,8 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 		);
 		return out;
 	}
-	const failed = e.steps.filter((s) => s.result !== undefined && s.result !== "ok").length;
+	const counts = stepCounts(e.steps);
+	const failed = counts.failed + counts.skipped;
 	const head =
 		e.steps.length === 0
 			? style.paint({ text: "in sync", colour: "green" })

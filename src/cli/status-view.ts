@@ -4,8 +4,7 @@
  */
 import {
 	type CycleReport,
-	certificateOnEndpoint,
-	type EndpointReport,
+	certificateConvergence,
 	endpointState,
 	type RenewalState,
 } from "../reconcile/report.js";
@@ -64,21 +63,6 @@ export interface StatusSummary {
 	unmanaged: RefView[];
 }
 
-/** An endpoint is converged for a certificate when it holds it in sync and every probe serves it. */
-function convergence(endpoints: readonly EndpointReport[], certificate: string) {
-	const eps = endpoints.filter(
-		(e) => e.verdicts.some((v) => "certificate" in v && v.certificate === certificate) || !e.ok,
-	);
-	const reasons: string[] = [];
-	let converged = 0;
-	for (const e of eps) {
-		const c = certificateOnEndpoint(e, certificate);
-		if (c === undefined || c.converged) converged++;
-		else reasons.push(`${e.endpoint}: ${c.reason}`);
-	}
-	return { converged, total: eps.length, reasons };
-}
-
 function stateText(
 	state: RenewalState | "source",
 	nextAttempt: string | undefined,
@@ -125,7 +109,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
 		);
 	const renewals = new Map((report.renewals ?? []).map((r) => [r.certificate, r]));
 	const targets = (name: string) =>
-		report.targets.map((t) => ({ target: t.target, ...convergence(t.endpoints, name) }));
+		report.targets.map((t) => ({ target: t.target, ...certificateConvergence(t.endpoints, name) }));
 	const desired = report.certificates.map((c): CertificateStatusView => {
 		const renewal = renewals.get(c.name);
 		const state = renewal?.state ?? "source";

@@ -1,6 +1,6 @@
-import { type CycleReport, cycleOutcome } from "../reconcile/report.js";
+import { type CycleReport, cycleOutcome, stepCounts } from "../reconcile/report.js";
 
-/** One log line's worth of a cycle; the words come from the report's one definition (cycleOutcome). */
+/** One log line's worth of a cycle; the words come from the report's one definition (cycleOutcome, stepCounts). */
 export function summarise(report: CycleReport): {
 	certificates: number;
 	endpoints: number;
@@ -11,8 +11,7 @@ export function summarise(report: CycleReport): {
 	durationMs: number;
 } {
 	const outcome = cycleOutcome(report);
-	const endpoints = report.targets.flatMap((t) => t.endpoints);
-	const writes = endpoints.reduce((n, e) => n + e.steps.filter((s) => s.result === "ok").length, 0);
+	const writes = stepCounts(report.targets.flatMap((t) => t.endpoints.flatMap((e) => e.steps))).done;
 	return {
 		certificates: report.certificates.length,
 		endpoints: outcome.endpoints,

@@ -3,7 +3,7 @@
  * taken before the writes: a ref written this cycle now holds the desired certificate, and a ref whose
  * deletion succeeded is gone, so the gauge must not keep the old expiry until the next cycle. Pure.
  */
-import type { CycleReport, EndpointReport } from "../reconcile/report.js";
+import { type CycleReport, type EndpointReport, stepCounts } from "../reconcile/report.js";
 
 export interface RefExpiry {
 	ref: string;
@@ -15,7 +15,8 @@ export function refsAfterCycle(e: EndpointReport, certificates: CycleReport["cer
 	const out: RefExpiry[] = [];
 	for (const r of e.refs) {
 		const steps = e.steps.filter((s) => s.ref === r.ref);
-		const done = steps.length > 0 && steps.every((s) => s.result === "ok");
+		const counts = stepCounts(steps);
+		const done = counts.total > 0 && counts.open === 0;
 		if (done && steps.some((s) => s.op.endsWith("-delete"))) continue;
 		const written = done
 			? steps

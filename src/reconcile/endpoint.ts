@@ -3,18 +3,25 @@
  * Failures are values: an endpoint that does not answer yields a report with its error, never an exception.
  */
 import pLimit from "p-limit";
-import { CertificateeError, describeError } from "../errors.js";
+import { CertificateeError, describeError, errorView } from "../errors.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
-import type {
-	Action,
-	DesiredCertificate,
-	EndpointDriver,
-	EndpointObservation,
-	ServedCertificate,
+import {
+	type Action,
+	type DesiredCertificate,
+	type EndpointDriver,
+	type EndpointObservation,
+	runtimeNameOf,
+	type ServedCertificate,
 } from "./model.js";
 import { planEndpoint } from "./plan.js";
 import { redoView, settleOnWorker } from "./reloads.js";
-import { type EndpointReport, type ServedView, type StepView, viewAction } from "./report.js";
+import {
+	type EndpointReport,
+	emptyEndpointReport,
+	type ServedView,
+	type StepView,
+	viewAction,
+} from "./report.js";
 import {
 	sameWorker,
 	type WorkerIdentity,
@@ -34,7 +41,7 @@ export interface EndpointJob {
 	/** Desired certificates for this target with their canonical ref names. */
 	desired: ReadonlyArray<{ ref: string; certificate: DesiredCertificate }>;
 	policy: DuplicatePolicy;
-	/** Directory HAProxy loads storage files from (runtime name of a ref = dir/ref). */
+	/** Directory HAProxy loads storage files from (a ref's runtime name is runtimeNameOf(dir, ref)). */
 	storageDir: string;
 	newCertificateCrtList?: string;
 	mode: "plan" | "sync";
@@ -54,17 +61,8 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	const base = { target: job.target, endpoint: job.driver.name };
 	let observation = await observeSafely(job);
 	if (!observation.ok) {
-		return {
-			...base,
-			ok: false,
-			error: errorView(observation.error),
-			verdicts: [],
-			steps: [],
-			notes: [],
-			served: [],
-			refs: [],
-			durationMs: job.now().getTime() - started,
-		};
+		const durationMs = job.now().getTime() - started;
+		return emptyEndpointReport(job.target, job.driver.name, errorView(observation.error), durationMs);
 	}
 	const servedBefore = await probeAll(job);
 	let { verdicts, plan } = decide(job, observation, servedBefore);
@@ -255,7 +253,7 @@ function decide(
 		verdicts,
 		desired: new Map(job.desired.map((d) => [d.certificate.name, d.certificate])),
 		refs: new Map(observation.refs.map((r) => [r.ref, r])),
-		runtimeNameFor: (ref) => `${job.storageDir.replace(/\/$/, "")}/${ref}`,
+		runtimeNameFor: (ref) => runtimeNameOf(job.storageDir, ref),
 		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
 		legacyDuplicates: job.policy.legacyDuplicates,
 		...(observation.crtLists ? { crtLists: new Map(observation.crtLists.map((l) => [l.name, l])) } : {}),
@@ -295,7 +293,7 @@ export function pinnedBy(action: Action, error: CertificateeError): string | und
 	if (action.op === "storage-delete" && error.code === "ENDPOINT_CONFLICT") {
 		return "the Data Plane API refuses to delete the file (409): haproxy.cfg references it; it can only go with a config change and reload";
 	}
-	if (action.op === "runtime-delete" && /\bin use\b/i.test(error.message)) {
+	if (action.op === "runtime-delete" && error.code === "RUNTIME_CERT_IN_USE") {
 		return "HAProxy keeps it in use after its crt-list entries were removed: a crt line in haproxy.cfg references it; it can only go with a config change and reload";
 	}
 	return undefined;
@@ -309,10 +307,6 @@ function asPinned(v: Verdict, pinned: ReadonlyMap<string, string>): Verdict {
 	const staleSides: Side[] =
 		v.class === "legacy-duplicate" ? v.staleSides : v.runtimeStale ? ["runtime"] : [];
 	return { class: "pinned", ref: v.ref, certificate: v.certificate, keeper: v.keeper, staleSides, why };
-}
-
-function errorView(e: CertificateeError): { code: string; message: string; hint?: string } {
-	return { code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) };
 }
 
 /**

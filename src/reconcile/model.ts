@@ -38,6 +38,16 @@ export interface RefMeta {
 	status?: string;
 }
 
+/** A storage directory as HAProxy names it (`crt <dir>` lists it so): without trailing slashes. */
+export function storageDirName(dir: string): string {
+	return dir.replace(/\/+$/, "");
+}
+
+/** HAProxy's runtime name for a ref in a storage directory: the path it loaded (or would load) the file by. */
+export function runtimeNameOf(storageDir: string, ref: string): string {
+	return `${storageDirName(storageDir)}/${ref}`;
+}
+
 /** One certificate file/store entry on an endpoint, as observed in phase 1. */
 export interface ObservedRef {
 	/** The storage name certificatee addresses it by (the Data Plane API's sanitised name, e.g. "example_com.pem"). */

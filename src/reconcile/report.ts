@@ -1,4 +1,5 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
+import type { ErrorView } from "../errors.js";
 import type { Verdict } from "./classify.js";
 import type { Action, RenewalState, RenewalView } from "./model.js";
 import type { ServingAfter } from "./serving.js";
@@ -16,7 +17,7 @@ export interface StepView {
 	why: string;
 	/** Absent in a plan; set once applied. */
 	result?: "ok" | "failed" | "skipped";
-	error?: { code: string; message: string; hint?: string };
+	error?: ErrorView;
 	note?: string;
 	reloadCaused?: { reloadId?: string; reason: string };
 }
@@ -34,7 +35,7 @@ export interface EndpointReport {
 	target: string;
 	endpoint: string;
 	ok: boolean;
-	error?: { code: string; message: string; hint?: string };
+	error?: ErrorView;
 	verdicts: Verdict[];
 	steps: StepView[];
 	notes: string[];
@@ -81,11 +82,25 @@ export function viewAction(action: Action, why: string): StepView {
 	return base;
 }
 
-export function pendingChanges(report: CycleReport): number {
-	return report.targets.reduce(
-		(n, t) => n + t.endpoints.reduce((m, e) => m + e.steps.filter((s) => s.result !== "ok").length, 0),
-		0,
-	);
+/** An endpoint report with nothing found or done yet: `ok`, unless `error` says why the endpoint was not reached. */
+export function emptyEndpointReport(
+	target: string,
+	endpoint: string,
+	error?: ErrorView,
+	durationMs = 0,
+): EndpointReport {
+	return {
+		target,
+		endpoint,
+		ok: error === undefined,
+		...(error ? { error } : {}),
+		verdicts: [],
+		steps: [],
+		notes: [],
+		served: [],
+		refs: [],
+		durationMs,
+	};
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -94,6 +109,27 @@ export function pendingChanges(report: CycleReport): number {
  * ------------------------------------------------------------------------------------------------------- */
 
 export type FailureKind = "source" | "order" | "endpoint" | "write" | "probe" | "refused";
+
+/** Where a list of steps stands: `open` ones are not done (planned, skipped or failed). */
+export interface StepCounts {
+	total: number;
+	done: number;
+	failed: number;
+	skipped: number;
+	open: number;
+}
+
+export function stepCounts(steps: readonly StepView[]): StepCounts {
+	const count = (result: StepView["result"]) => steps.filter((s) => s.result === result).length;
+	const done = count("ok");
+	return {
+		total: steps.length,
+		done,
+		failed: count("failed"),
+		skipped: count("skipped"),
+		open: steps.length - done,
+	};
+}
 
 /** One thing that went wrong, with what an operator needs to act on it. Never key material. */
 export interface Failure {
@@ -196,7 +232,7 @@ export function endpointState(e: EndpointReport): EndpointState {
 		const more = failures.length > 1 ? ` (and ${failures.length - 1} more)` : "";
 		return { state: "failed", reason: `${first.code}: ${first.message}${more}${backoff}` };
 	}
-	const pending = e.steps.filter((s) => s.result !== "ok").length;
+	const pending = stepCounts(e.steps).open;
 	if (pending > 0)
 		return { state: "pending", reason: `${pending} change${pending === 1 ? "" : "s"} pending${backoff}` };
 	return { state: "converged" };
@@ -235,7 +271,7 @@ export function certificateOnEndpoint(
 	const failed = steps.find((s) => s.result === "failed");
 	if (failed) return not(`${failed.op} failed: ${failed.error?.code}: ${failed.error?.message}`);
 	if (verdict.class !== "in-sync") {
-		const open = steps.filter((s) => s.result !== "ok").length;
+		const open = stepCounts(steps).open;
 		const noted = e.notes.some((n) => n.startsWith(`${verdict.ref}:`));
 		if (steps.length === 0 || open > 0 || noted) {
 			return not(`${verdict.class}${open > 0 ? `: ${open} change${open === 1 ? "" : "s"} pending` : ""}`);
@@ -252,6 +288,24 @@ export function certificateOnEndpoint(
 		};
 	}
 	return { refInSync: true, converged: true };
+}
+
+/** How many of a target's endpoints that carry the certificate (or were not observed) it has converged on, and why not. */
+export function certificateConvergence(
+	endpoints: readonly EndpointReport[],
+	certificate: string,
+): { converged: number; total: number; reasons: string[] } {
+	const eps = endpoints.filter(
+		(e) => e.verdicts.some((v) => "certificate" in v && v.certificate === certificate) || !e.ok,
+	);
+	const reasons: string[] = [];
+	let converged = 0;
+	for (const e of eps) {
+		const c = certificateOnEndpoint(e, certificate);
+		if (c === undefined || c.converged) converged++;
+		else reasons.push(`${e.endpoint}: ${c.reason}`);
+	}
+	return { converged, total: eps.length, reasons };
 }
 
 /** Every failure of a cycle: source files, orders (this cycle's and those still blocked), endpoints. */
@@ -305,7 +359,8 @@ export interface CycleOutcome {
 export function cycleOutcome(report: CycleReport): CycleOutcome {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const failures = cycleFailures(report);
-	const pending = pendingChanges(report) + (report.renewals ?? []).filter((r) => r.state === "due").length;
+	const writes = stepCounts(endpoints.flatMap((e) => e.steps));
+	const pending = writes.open + (report.renewals ?? []).filter((r) => r.state === "due").length;
 	const convergedEndpoints = endpoints.filter((e) => endpointState(e).state === "converged").length;
 	return {
 		failures,

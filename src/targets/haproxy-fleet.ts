@@ -8,7 +8,7 @@ import type { CycleMode, TargetRunner } from "../reconcile/cycle.js";
 import { selectCertificates } from "../reconcile/cycle.js";
 import { processEndpoint } from "../reconcile/endpoint.js";
 import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
-import type { EndpointReport, TargetReport } from "../reconcile/report.js";
+import { type EndpointReport, emptyEndpointReport, type TargetReport } from "../reconcile/report.js";
 import type { WriteQueues } from "../reconcile/writers.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
 import { canonicalCollisions, canonicalRef } from "./haproxy/naming.js";
@@ -147,20 +147,9 @@ function skippedReport(
 	consecutive: number,
 	skipLeft: number,
 ): EndpointReport {
-	return {
-		target,
-		endpoint,
-		ok: false,
-		error: {
-			code: "ENDPOINT_UNAVAILABLE",
-			message: `${endpoint}: skipped after ${consecutive} failed cycles in a row; tried again in ${skipLeft + 1} cycle(s)`,
-			hint: "see the earlier errors for this endpoint",
-		},
-		verdicts: [],
-		steps: [],
-		notes: [],
-		served: [],
-		refs: [],
-		durationMs: 0,
-	};
+	return emptyEndpointReport(target, endpoint, {
+		code: "ENDPOINT_UNAVAILABLE",
+		message: `${endpoint}: skipped after ${consecutive} failed cycles in a row; tried again in ${skipLeft + 1} cycle(s)`,
+		hint: "see the earlier errors for this endpoint",
+	});
 }

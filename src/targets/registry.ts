@@ -5,6 +5,7 @@
 import type { TargetConfig } from "../config/schema.js";
 import { CertificateeError } from "../errors.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
+import { storageDirName } from "../reconcile/model.js";
 import { apiKey, createWriteQueues, socketKey, type WriteQueues } from "../reconcile/writers.js";
 import { pendingHooksIn } from "./directory/pending-hooks.js";
 import { createDirectoryRunner } from "./directory/runner.js";
@@ -51,7 +52,7 @@ export const targetFactories = {
 			now: deps.now,
 			...(deps.readOnly ? { readOnly: true } : {}),
 		});
-		const dirName = (config.crt_dir_name ?? config.crt_dir).replace(/\/+$/, "");
+		const dirName = storageDirName(config.crt_dir_name ?? config.crt_dir);
 		return {
 			runner: createFleetRunner({
 				name: config.name,
@@ -89,7 +90,7 @@ export const targetFactories = {
 				kind: config.type,
 				endpoints,
 				policy: { legacyDuplicates: config.legacy_duplicates, allowNameRemoval: config.allow_name_removal },
-				storageDir: config.storage_dir.replace(/\/+$/, ""),
+				storageDir: storageDirName(config.storage_dir),
 				...(config.crt_list ? { newCertificateCrtList: config.crt_list } : {}),
 				...(config.certificates ? { certificates: config.certificates } : {}),
 				...(deps.endpointConcurrency ? { concurrency: deps.endpointConcurrency } : {}),

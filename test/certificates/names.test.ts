@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { nameCovers, normaliseSerial, sameNameSet } from "../../src/certificates/names.js";
+import { droppedNames, nameCovers, normaliseSerial, sameNameSet } from "../../src/certificates/names.js";
 
 describe("certificates/names", () => {
 	it.each([
@@ -14,6 +14,22 @@ describe("certificates/names", () => {
 		["*.0.0.1", "127.0.0.1", false],
 	])("%s covers %s: %s", (pattern, name, expected) => {
 		expect(nameCovers(pattern, name)).toBe(expected);
+	});
+
+	// The one names-dropped rule (classify at plan time, both HAProxy drivers at write time). The rows marked
+	// "exact" are where an exact comparison of the name lists (classify's rule before issue 11) disagreed with it.
+	it.each([
+		[["a.test", "www.a.test"], ["a.test", "www.a.test", "new.a.test"], []],
+		[["a.test", "www.a.test"], ["a.test"], ["www.a.test"]],
+		[["A.Test."], ["a.test"], []],
+		[["www.a.test"], ["*.a.test"], []], // exact: drops www.a.test
+		[["www.a.test", "api.a.test"], ["*.a.test"], []], // exact: drops both
+		[["*.a.test"], ["www.a.test"], ["*.a.test"]],
+		[["a.test"], ["*.a.test"], ["a.test"]], // a wildcard covers one label, never the bare domain
+		[["x.y.a.test"], ["*.a.test"], ["x.y.a.test"]], // nor two labels
+		[["10.0.0.1"], ["*.0.0.1"], ["10.0.0.1"]], // nor an IP
+	])("%j -> %j drops %j", (current, next, dropped) => {
+		expect(droppedNames(current, next)).toEqual(dropped);
 	});
 
 	it.each([

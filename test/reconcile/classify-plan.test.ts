@@ -8,6 +8,7 @@ import type {
 	ServedCertificate,
 } from "../../src/reconcile/model.js";
 import { planEndpoint } from "../../src/reconcile/plan.js";
+import { checkNameRemoval } from "../../src/targets/haproxy/guard.js";
 import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { desiredCert, metaOf, oldMeta, ref, removePolicy } from "./scenario.js";
 
@@ -422,6 +423,31 @@ describe("reconcile/classify + plan", () => {
 		);
 		expect(down.verdicts[0]).toMatchObject({ class: "refused" });
 		expect(droppedNames(["www.wild.test"], ["*.wild.test"])).toEqual([]);
+	});
+
+	// The plan (classify) and the write-time guard of both HAProxy drivers use one rule: they agree on every row,
+	// including those where an exact comparison of the name lists would refuse (www -> *.wild).
+	it.each([
+		[["www.wild.test"], ["*.wild.test"], false],
+		[["www.wild.test", "api.wild.test"], ["*.wild.test"], false],
+		[["*.wild.test"], ["www.wild.test"], true],
+		[["wild.test"], ["*.wild.test"], true],
+		[["wild.test", "www.wild.test"], ["wild.test"], true],
+		[["wild.test"], ["wild.test", "www.wild.test"], false],
+	])("names %j -> %j: plan and guard both refuse: %s", async (current, next, refused) => {
+		const desired = await desiredCert("wild", next);
+		const observed = ref("wild.pem", { storage: oldMeta(current), runtime: oldMeta(current) });
+		const verdict = run([observed], { desired: [desired] }).verdicts[0];
+		const guard = checkNameRemoval({
+			current,
+			next: desired.names,
+			allowNameRemoval: false,
+			endpoint: "lb",
+			ref: "wild.pem",
+		});
+		expect(verdict?.class).toBe(refused ? "refused" : "stale");
+		expect(guard?.code).toBe(refused ? "UPDATE_DROPS_NAMES" : undefined);
+		expect(droppedNames(current, next).length > 0).toBe(refused);
 	});
 
 	it("an Unused keeper is not stable: the duplicate is kept current, not removed, and the plan says why", () => {

@@ -13,7 +13,23 @@ interface Node {
 	storage: Map<string, RefMeta>;
 	runtime: Map<string, { meta: RefMeta; crtLists: string[] }>;
 	writes: Array<{ op: Action["op"]; ref: string }>;
+	/** Reloads HAProxy did: certificatee never asks for one, so only an unrelated one (reload()) counts. */
 	reloads: number;
+}
+
+/** An unrelated reload: HAProxy loads every storage file afresh into its crt directory; memory-only changes are gone. */
+function reload(node: Node): void {
+	node.reloads += 1;
+	node.runtime = new Map([...node.storage].map(([ref, meta]) => [ref, { meta, crtLists: ["/ssl"] }]));
+}
+
+/** What HAProxy holds in memory, ref -> serial: a reload changes nothing when it equals what the files say. */
+function inMemory(node: Node): Record<string, string | undefined> {
+	return Object.fromEntries([...node.runtime].map(([ref, r]) => [ref, r.meta.serial]));
+}
+
+function onDisk(node: Node): Record<string, string | undefined> {
+	return Object.fromEntries([...node.storage].map(([ref, meta]) => [ref, meta.serial]));
 }
 
 function observe(node: Node): ObservedRef[] {
@@ -90,7 +106,13 @@ function cycle(node: Node, desired: DesiredCertificate[]): number {
 		newCertificateCrtList: "/ssl",
 		legacyDuplicates: "remove",
 	});
-	for (const step of plan.steps) apply(node, step.action);
+	// Every write is one HAProxy accepts: a refused one (false) would be retried, and fail, every cycle.
+	const refused = plan.steps
+		.filter((step) => !apply(node, step.action))
+		.map((s) => `${s.action.op} ${s.action.ref}`);
+	expect(refused).toEqual([]);
+	// Memory and files agree after the writes: nothing waits for a reload, and a reload undoes nothing.
+	expect(inMemory(node)).toEqual(onDisk(node));
 	return plan.steps.length;
 }
 
@@ -120,6 +142,11 @@ describe("reconcile: convergence on a model of HAProxy's rules", () => {
 		expect(dupWrites).toEqual(["crt-list-remove", "runtime-delete", "storage-delete"]);
 		expect(node.runtime.has("legacy_barsone.pem")).toBe(false);
 		expect(node.storage.has("legacy_barsone.pem")).toBe(false);
+		expect(node.reloads).toBe(0);
+		// An unrelated reload later brings nothing back and needs no write.
+		reload(node);
+		expect(cycle(node, [keeper])).toBe(0);
+		expect(Object.keys(inMemory(node))).toEqual(["barsone.pem"]);
 	});
 
 	it("a renewal with an unstable keeper syncs the duplicate first, then removes it the next cycle", async () => {
@@ -140,5 +167,6 @@ describe("reconcile: convergence on a model of HAProxy's rules", () => {
 		expect(node.runtime.get("legacy_barsone.pem")?.meta.serial).toBe(renewed.bundle.leaf.serial);
 		expect(cycle(node, [renewed])).toBe(3); // now stable: removal
 		expect(cycle(node, [renewed])).toBe(0);
+		expect(node.reloads).toBe(0);
 	});
 });

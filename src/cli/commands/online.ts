@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { Agent, request } from "undici";
 import type { Config } from "../../config/schema.js";
-import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
+import { CertificateeError, describeError, type ErrorCode, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
 import { createDataplaneClient } from "../../targets/haproxy-dataplane/client.js";
 import type { DataplaneTargetConfig } from "../../targets/haproxy-dataplane/schema.js";
@@ -25,7 +25,7 @@ export interface OnlineCheck {
 	ok: boolean;
 	/** ok: what answered (version, pid, file count). */
 	detail?: string;
-	error?: { code: string; message: string; hint: string };
+	error?: { code: ErrorCode; message: string; hint: string };
 }
 
 interface Pending {
@@ -218,7 +218,7 @@ export async function runOnlineChecks(config: Config, timeoutMs = 30_000): Promi
 			try {
 				return { ...check, ok: true, detail: await run(AbortSignal.timeout(timeoutMs)) };
 			} catch (e) {
-				const error = isCertificateeError(e)
+				const error: OnlineCheck["error"] = isCertificateeError(e)
 					? { code: e.code, message: e.message, hint: e.hint ?? DEFAULT_HINT[check.kind] }
 					: { code: "ENDPOINT_UNAVAILABLE", message: describeError(e), hint: DEFAULT_HINT[check.kind] };
 				return { ...check, ok: false, error };

@@ -2,11 +2,11 @@
  * The directory target as a cycle's TargetRunner: plan → planDirectoryTarget, sync → syncDirectoryTarget,
  * reported as one "endpoint" (the target's path) with one step per certificate that differs.
  */
-import type { CertificateeError } from "../../errors.js";
+import { type CertificateeError, errorView } from "../../errors.js";
 import type { Verdict } from "../../reconcile/classify.js";
 import type { CycleMode, TargetRunner } from "../../reconcile/cycle.js";
 import type { DesiredCertificate } from "../../reconcile/model.js";
-import type { EndpointReport, StepView } from "../../reconcile/report.js";
+import { type EndpointReport, emptyEndpointReport, type StepView } from "../../reconcile/report.js";
 import { type DirectoryTargetOptions, planDirectoryTarget, syncDirectoryTarget } from "./index.js";
 import type { DirectoryTargetConfig } from "./schema.js";
 
@@ -28,20 +28,7 @@ export function createDirectoryRunner(
 	};
 }
 
-type Draft = Omit<EndpointReport, "durationMs">;
-
-function empty(config: DirectoryTargetConfig): Draft {
-	return {
-		target: config.name,
-		endpoint: config.path,
-		ok: true,
-		verdicts: [],
-		steps: [],
-		notes: [],
-		served: [],
-		refs: [],
-	};
-}
+const empty = (config: DirectoryTargetConfig) => emptyEndpointReport(config.name, config.path);
 
 const serialOf = (desired: readonly DesiredCertificate[], name: string) =>
 	desired.find((d) => d.name === name)?.bundle.leaf.serial;
@@ -98,7 +85,7 @@ async function syncReport(
 					c.status === "written" ? "files changed" : "retrying: it has not succeeded since the files changed",
 			};
 			report.steps.push(
-				c.hook.ok ? { ...hook, result: "ok" } : { ...hook, result: "failed", error: view(c.hook.error) },
+				c.hook.ok ? { ...hook, result: "ok" } : { ...hook, result: "failed", error: errorView(c.hook.error) },
 			);
 		}
 	}
@@ -115,18 +102,12 @@ function writeStep(
 	return step;
 }
 
-function failedStep(report: Draft, step: StepView, error: CertificateeError): void {
+function failedStep(report: EndpointReport, step: StepView, error: CertificateeError): void {
 	report.ok = false;
-	report.steps.push({ ...step, why: "cannot be written", result: "failed", error: view(error) });
+	report.steps.push({ ...step, why: "cannot be written", result: "failed", error: errorView(error) });
 }
 
 function notAfter(desired: readonly DesiredCertificate[], name: string): { notAfter?: string } {
 	const value = notAfterOf(desired, name);
 	return value === undefined ? {} : { notAfter: value };
-}
-
-function view(e: { code: string; message: string; hint?: string | undefined }) {
-	return e.hint === undefined
-		? { code: e.code, message: e.message }
-		: { code: e.code, message: e.message, hint: e.hint };
 }

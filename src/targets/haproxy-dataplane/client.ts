@@ -8,6 +8,7 @@ import pLimit from "p-limit";
 import type { z } from "zod";
 import { CertificateeError } from "../../errors.js";
 import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
+import { saysInUse } from "../haproxy/refusals.js";
 import {
 	createHttpClient,
 	defaultRetryPolicy,
@@ -295,7 +296,15 @@ export function createDataplaneClient(
 				signal,
 			),
 		delete: (name, signal) =>
-			writeEmpty({ operation: "deleteCert", method: "DELETE", path: named(RUNTIME, name) }, signal),
+			writeEmpty(
+				{
+					operation: "deleteCert",
+					method: "DELETE",
+					path: named(RUNTIME, name),
+					refusal: (message) => (saysInUse(message) ? "RUNTIME_CERT_IN_USE" : undefined),
+				},
+				signal,
+			),
 	};
 
 	const listQuery = (list: string) => `name=${encodeURIComponent(list)}`;

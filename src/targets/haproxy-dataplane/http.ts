@@ -43,6 +43,8 @@ export interface Exchange {
 	body?: { contentType: string; data: string };
 	/** Reads may be repeated after any transient failure; writes only when the server surely did nothing. */
 	read: boolean;
+	/** The code of an error status whose message says more than the status (HAProxy's refusals arrive as 500). */
+	refusal?: (message: string) => ErrorCode | undefined;
 }
 
 export interface Reply {
@@ -232,7 +234,8 @@ function statusFailure(
 	const message = serverMessage(reply);
 	const said = message === undefined ? "" : `: ${message}`;
 	const text = `${where(endpoint, exchange)} answered ${reply.status}${said}`;
-	const code = STATUS_CODES[reply.status] ?? "ENDPOINT_ERROR";
+	const refused = message === undefined ? undefined : exchange.refusal?.(message);
+	const code = STATUS_CODES[reply.status] ?? refused ?? "ENDPOINT_ERROR";
 	// HAProxy refused before doing anything: repeating is safe even for a write.
 	const locked = message !== undefined && /currently locked/i.test(message);
 	const transient = reply.status === 429 || reply.status >= 500;

@@ -8,14 +8,16 @@ import { dirname, isAbsolute } from "node:path";
 import { type Bundle, checkBundle, combinedPem, commonName, keyTypeOf } from "../../certificates/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
-import type {
-	Action,
-	ActionResult,
-	EndpointDriver,
-	EndpointObservation,
-	ObservedCrtList,
-	ObservedRef,
-	RefMeta,
+import {
+	type Action,
+	type ActionResult,
+	type EndpointDriver,
+	type EndpointObservation,
+	type ObservedCrtList,
+	type ObservedRef,
+	type RefMeta,
+	runtimeNameOf,
+	storageDirName,
 } from "../../reconcile/model.js";
 import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
 import { appendLine, linesMaybeNaming, removeCertificateLines } from "../haproxy/crt-list.js";
@@ -36,7 +38,7 @@ import {
 } from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
-export { checkNameRemoval, droppedNames } from "../haproxy/guard.js";
+export { checkNameRemoval } from "../haproxy/guard.js";
 export { type RuntimeTargetConfig, runtimeTargetSchema } from "./schema.js";
 export { RuntimeClient, type RuntimeClientOptions, type WorkerIdentity } from "./socket.js";
 export { abortOpenTransaction, addCertificate, type RuntimeWrite, updateCertificate } from "./transaction.js";
@@ -68,8 +70,8 @@ export function createRuntimeEndpoint(
 			timeoutMs: config.timeout,
 			bufsize: config.bufsize,
 		});
-	const dirName = (config.crt_dir_name ?? config.crt_dir).replace(/\/+$/, "");
-	const runtimeName = (ref: string) => `${dirName}/${ref}`;
+	const dirName = storageDirName(config.crt_dir_name ?? config.crt_dir);
+	const runtimeName = (ref: string) => runtimeNameOf(dirName, ref);
 	const context = { endpoint: config.name, target: config.name };
 	const fileCache: CrtDirCache = new Map();
 	const now = () => deps.now?.() ?? new Date();

@@ -3,6 +3,8 @@
  * (../shared/research/haproxy-runtime.md §3). No I/O: text in, typed data or a verdict out.
  */
 import { normaliseSerial } from "../../certificates/index.js";
+import type { ErrorCode } from "../../errors.js";
+import { saysInUse } from "../haproxy/refusals.js";
 
 /** One entry of `show ssl cert` (list). */
 export interface CertList {
@@ -220,6 +222,13 @@ export const expect = {
 		return text.startsWith(`Entry '${name}' deleted in crtlist `) ? undefined : firstLine(text);
 	},
 };
+
+/** The code of a refused command: RUNTIME_CERT_IN_USE for `del ssl cert` of a certificate still used, else RUNTIME_COMMAND_FAILED. */
+export function refusalCode(operation: string, text: string): ErrorCode {
+	return operation === "del ssl cert" && saysInUse(firstLine(text))
+		? "RUNTIME_CERT_IN_USE"
+		: "RUNTIME_COMMAND_FAILED";
+}
 
 /** The meaningful part of an error answer: its non-empty lines, joined. */
 export function firstLine(text: string): string {

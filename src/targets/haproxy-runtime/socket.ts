@@ -7,13 +7,13 @@
  * - Reload detection: each connection records the worker's `Pid`; `checkWorker()` compares it with a
  *   fresh `show info` and reconnects when the worker is stopping or another one answers.
  * - Failures are recognised from HAProxy's exact texts and thrown as CertificateeError:
- *   RUNTIME_COMMAND_FAILED, RUNTIME_LOCKED (after retries with backoff), RUNTIME_PAYLOAD_TOO_LARGE
+ *   RUNTIME_COMMAND_FAILED, RUNTIME_CERT_IN_USE (`del ssl cert` of a certificate still used), RUNTIME_LOCKED (after retries with backoff), RUNTIME_PAYLOAD_TOO_LARGE
  *   (never sent: a request of tune.bufsize bytes or more makes HAProxy 2.6-3.2 spin and exit),
  *   ENDPOINT_UNAVAILABLE / ENDPOINT_TIMEOUT.
  * - `exclusive()` serialises multi-command certificate writes (HAProxy has one transaction per process).
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { CertificateeError, isCertificateeError, scrubSecrets } from "../../errors.js";
+import { CertificateeError, type ErrorCode, isCertificateeError, scrubSecrets } from "../../errors.js";
 import { DEFAULT_BUFSIZE, payloadTooLarge } from "../haproxy/bufsize.js";
 import { Connection } from "./connection.js";
 import {
@@ -29,6 +29,7 @@ import {
 	parseCrtList,
 	parseCrtLists,
 	parseInfo,
+	refusalCode,
 } from "./parse.js";
 
 export interface RuntimeClientOptions {
@@ -363,14 +364,21 @@ export class RuntimeClient {
 				throw this.#failed(operation, subject, "Permission denied", "the stats socket needs `level admin`");
 			}
 			const problem = check(text);
-			if (problem !== undefined) throw this.#failed(operation, subject, problem);
+			if (problem !== undefined)
+				throw this.#failed(operation, subject, problem, undefined, refusalCode(operation, text));
 			return text;
 		}
 	}
 
-	#failed(operation: string, subject: string | undefined, answer: string, hint?: string): CertificateeError {
+	#failed(
+		operation: string,
+		subject: string | undefined,
+		answer: string,
+		hint?: string,
+		code: ErrorCode = "RUNTIME_COMMAND_FAILED",
+	): CertificateeError {
 		return new CertificateeError(
-			"RUNTIME_COMMAND_FAILED",
+			code,
 			`${operation}${subject ? ` ${subject}` : ""} on ${this.name} failed: ${scrubSecrets(answer)}`,
 			{ context: { endpoint: this.name, certificate: subject, operation }, hint },
 		);

@@ -6,8 +6,6 @@
 import { droppedNames } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 
-export { droppedNames };
-
 /** UPDATE_DROPS_NAMES when `next` stops covering a served name and removal is not allowed. */
 export function checkNameRemoval(input: {
 	current: readonly string[];

@@ -207,7 +207,7 @@ describe("targets/directory", () => {
 describe("targets/directory/runner", () => {
 	it("plans a write per differing certificate, syncs it, then plans nothing; on_change failure is its own step", async () => {
 		const { createDirectoryRunner } = await import("../../../src/targets/directory/runner.js");
-		const { pendingChanges } = await import("../../../src/reconcile/report.js");
+		const { cycleOutcome } = await import("../../../src/reconcile/report.js");
 		const c = config({ layout: "split", on_change: { command: ["false"] } });
 		const runner = createDirectoryRunner(c);
 		const signal = new AbortController().signal;
@@ -224,7 +224,7 @@ describe("targets/directory/runner", () => {
 			["directory-write", "alpha", "target does not exist"],
 			["directory-write", "beta", "target does not exist"],
 		]);
-		expect(pendingChanges(report(plan))).toBe(2);
+		expect(cycleOutcome(report(plan))).toMatchObject({ pending: 2, converged: false });
 		const sync = await runner.run([alpha, beta], "sync", signal);
 		expect(sync.endpoints[0]!.steps.map((s) => [s.op, s.certificate, s.result])).toEqual([
 			["directory-write", "alpha", "ok"],
@@ -235,6 +235,7 @@ describe("targets/directory/runner", () => {
 		const again = await runner.run([alpha, beta], "plan", signal);
 		expect(again.endpoints[0]!.steps).toEqual([]);
 		expect(again.endpoints[0]!.refs.map((r) => r.class)).toEqual(["in-sync", "in-sync"]);
+		expect(cycleOutcome(report(again)).pending).toBe(0);
 		expect(JSON.stringify([plan, sync, again])).not.toContain("PRIVATE KEY");
 	});
 });

@@ -201,9 +201,9 @@ describe("targets/haproxy-dataplane/client", () => {
 		expect(entry?.sni_filter).toEqual(["rt.test"]);
 		expect((await client.runtime.get("rt.pem", signal())).status).toBe("Used");
 
-		// In use: HAProxy refuses, and the server says so with a 500.
+		// In use: HAProxy refuses, and the server says so with a 500; the client gives it its code.
 		const inUse = await failure(client.runtime.delete("rt.pem", signal()));
-		expect(inUse.code).toBe("ENDPOINT_ERROR");
+		expect(inUse.code).toBe("RUNTIME_CERT_IN_USE");
 		expect(inUse.context.status).toBe(500);
 		expect(inUse.message).toMatch(/in use/);
 

@@ -166,7 +166,7 @@ describe("targets/haproxy-dataplane endpoint", () => {
 			signal(),
 		);
 		expect(rt.ok).toBe(false);
-		expect(rt.error?.code).toBe("ENDPOINT_ERROR");
+		expect(rt.error?.code).toBe("RUNTIME_CERT_IN_USE");
 		expect(rt.error?.context.status).toBe(500);
 		expect(rt.error?.message).toMatch(/in use/);
 

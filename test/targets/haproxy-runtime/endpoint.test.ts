@@ -188,7 +188,7 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 			signal,
 		);
 		expect(inUse.ok).toBe(false);
-		expect(inUse.error?.code).toBe("RUNTIME_COMMAND_FAILED");
+		expect(inUse.error?.code).toBe("RUNTIME_CERT_IN_USE");
 		expect(inUse.error?.message).toMatch(/in use/);
 
 		const steps: Action[] = [
@@ -242,6 +242,7 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 			signal,
 		);
 		expect(refused.ok).toBe(false);
+		expect(refused.error?.code).toBe("RUNTIME_CERT_IN_USE");
 		expect(refused.error?.message).toMatch(/in use/);
 		expect(await h.workerPid()).toBe(pid);
 

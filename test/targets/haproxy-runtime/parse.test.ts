@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import { droppedNames } from "../../../src/targets/haproxy/guard.js";
 import {
 	expect as answers,
 	normalisePem,
@@ -7,6 +6,7 @@ import {
 	parseCertList,
 	parseCrtList,
 	parseHaproxyDate,
+	refusalCode,
 } from "../../../src/targets/haproxy-runtime/parse.js";
 
 // Verbatim answers from ../shared/research/haproxy-runtime.md (2.6.12 and 3.2.0).
@@ -119,15 +119,22 @@ describe("targets/haproxy-runtime/parse", () => {
 	});
 });
 
-describe("targets/haproxy/guard droppedNames", () => {
+describe("targets/haproxy-runtime/parse refusalCode", () => {
 	it.each([
-		[["a.test", "www.a.test"], ["a.test", "www.a.test", "new.a.test"], []],
-		[["a.test", "www.a.test"], ["a.test"], ["www.a.test"]],
-		[["www.a.test"], ["*.a.test"], []],
-		[["*.a.test"], ["www.a.test"], ["*.a.test"]],
-		[["a.test"], ["*.a.test"], ["a.test"]],
-		[["A.Test"], ["a.test"], []],
-	])("%j -> %j drops %j", (current, next, dropped) => {
-		expect(droppedNames(current, next)).toEqual(dropped);
+		[
+			"del ssl cert",
+			"Can't remove the certificate: certificate 'certs/a.pem' in use, can't be deleted!\n\n\n",
+			"RUNTIME_CERT_IN_USE",
+		],
+		[
+			"del ssl cert",
+			"Can't remove the certificate: certificate 'pem/new.pem' doesn't exist!\n\n\n",
+			"RUNTIME_COMMAND_FAILED",
+		],
+		["del ssl cert", "Permission denied\n\n", "RUNTIME_COMMAND_FAILED"],
+		// Only `del ssl cert` refuses a certificate for being in use.
+		["set ssl cert", "certificate 'certs/a.pem' in use\n\n", "RUNTIME_COMMAND_FAILED"],
+	])("%s answered %j: %s", (operation, text, code) => {
+		expect(refusalCode(operation, text)).toBe(code);
 	});
 });
