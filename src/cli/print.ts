@@ -1,5 +1,6 @@
 /** Human renderings of a cycle report: the plan and the status screen. The data is the report itself. */
 import { formatDuration } from "../base/duration.js";
+import { type StatusSummary, statusSummary } from "../metrics/status-view.js";
 import type { Verdict } from "../reconcile/classify.js";
 import {
 	type CycleReport,
@@ -10,7 +11,6 @@ import {
 	type RenewalView,
 	stepCounts,
 } from "../reconcile/report.js";
-import { type StatusSummary, statusSummary } from "./status-view.js";
 import { type Cell, renderTable, type Styler } from "./table.js";
 
 function verdictLine(v: Verdict): string {

@@ -32,7 +32,6 @@ export interface EngineOptions {
 }
 
 export interface BuiltEngine extends Engine {
-	/** Renewal status of every issued certificate, after the last cycle. */
 	renewals(): CertificateStatus[];
 }
 

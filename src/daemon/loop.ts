@@ -11,8 +11,10 @@ import type { Logger } from "../log.js";
 import type { LoopHealth } from "../metrics/health.js";
 import type { Metrics } from "../metrics/index.js";
 import { startHealthServer } from "../metrics/server.js";
+import { type StatusDocument, statusDocument } from "../metrics/status-view.js";
 import { type CycleDeps, runCycle } from "../reconcile/cycle.js";
 import { type CycleReport, cycleFailures } from "../reconcile/report.js";
+import type { CertificateStatus } from "../renewal/manager.js";
 import { type FailureMemory, failureLogLine, trackFailures } from "./failures.js";
 import { summarise } from "./summary.js";
 
@@ -23,6 +25,8 @@ export interface Engine {
 	afterCycle?(report: CycleReport): void;
 	/** When a renewal falls due before the next interval (the loop wakes then). */
 	nextWake?(): Date | undefined;
+	/** Renewal status of every issued certificate, after the last cycle (for the status document). */
+	renewals?(): CertificateStatus[];
 	/** Starts watches that wake the loop early (a source directory changed). */
 	watch?(wake: () => void): void;
 	close(): Promise<void>;
@@ -53,7 +57,14 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 	const health: LoopHealth = { intervalMs: loaded.config.interval, startedAt: now(), configLoaded: true };
 	let failures: FailureMemory = new Map();
 	metrics.recordInterval(loaded.config.interval);
-	const server = await startHealthServer(loaded.config.listen, metrics, () => health);
+	// What / and /status.json show: the last cycle, as `status --json` would print it.
+	let status: StatusDocument | undefined;
+	const server = await startHealthServer(
+		loaded.config.listen,
+		metrics,
+		() => health,
+		() => status,
+	);
 	options.onListening?.(server.address);
 	log.info({ config: loaded.file, listen: server.address }, "certificatee started");
 
@@ -91,6 +102,7 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 				metrics.recordCycle(report);
 				engine.afterCycle?.(report);
 				health.last = report;
+				status = statusDocument(report, engine.renewals?.() ?? []);
 				const tracked = trackFailures(failures, cycleFailures(report), now(), options.remindEveryMs);
 				failures = tracked.memory;
 				for (const event of tracked.events) {

@@ -1,12 +1,15 @@
 /**
- * The HTTP side of the daemon: /metrics, /healthz (the loop is alive), /readyz (configuration loaded and the
- * last cycle observed at least one endpoint of each target). The decisions are in health.ts.
+ * The HTTP side of the daemon: / (the fleet page), /status.json (what `status --json` prints, from the last
+ * cycle), /metrics, /healthz (the loop is alive), /readyz (configuration loaded and the last cycle observed at
+ * least one endpoint of each target). The decisions are in health.ts; the page in page/.
  */
 import { createServer, type Server } from "node:http";
 import { parseHostPort } from "../base/address.js";
 import { CertificateeError } from "../errors.js";
 import { type LoopHealth, liveness, readiness } from "./health.js";
 import type { Metrics } from "./index.js";
+import { PAGE_HEADERS, renderPage } from "./page/layout.js";
+import type { StatusDocument } from "./status-view.js";
 
 export interface HealthServer {
 	/** The bound address, e.g. 127.0.0.1:9810 (useful with port 0). */
@@ -18,11 +21,27 @@ export async function startHealthServer(
 	listen: string,
 	metrics: Metrics,
 	health: () => LoopHealth,
+	/** The status document of the last cycle; undefined until one finished. */
+	status: () => StatusDocument | undefined,
 ): Promise<HealthServer> {
 	const server: Server = createServer((req, res) => {
 		const path = (req.url ?? "/").split("?")[0];
 		if (req.method !== "GET" && req.method !== "HEAD") {
 			res.writeHead(405, { allow: "GET, HEAD" }).end();
+			return;
+		}
+		if (path === "/" || path === "/index.html") {
+			const page = renderPage(status(), { now: new Date(), refreshSeconds: refreshSeconds(health()) });
+			res.writeHead(200, PAGE_HEADERS).end(req.method === "HEAD" ? undefined : page);
+			return;
+		}
+		if (path === "/status.json") {
+			const doc = status();
+			res
+				.writeHead(doc ? 200 : 503, { "content-type": "application/json", "cache-control": "no-store" })
+				.end(
+					`${JSON.stringify(doc ?? { error: "no cycle has finished yet; try again shortly" }, null, 2)}\n`,
+				);
 			return;
 		}
 		if (path === "/metrics") {
@@ -48,7 +67,7 @@ export async function startHealthServer(
 		}
 		res
 			.writeHead(404, { "content-type": "text/plain" })
-			.end("not found: try /metrics, /healthz or /readyz\n");
+			.end("not found: try /, /status.json, /metrics, /healthz or /readyz\n");
 	});
 	const { host, port } = parseHostPort(listen, "listen");
 	await new Promise<void>((resolve, reject) => {
@@ -68,4 +87,9 @@ export async function startHealthServer(
 		address,
 		close: () => new Promise<void>((resolve) => server.close(() => resolve())),
 	};
+}
+
+/** The page checks for a new cycle as often as cycles run, between every 2 s and every 10 s. */
+export function refreshSeconds(health: LoopHealth): number {
+	return Math.min(10, Math.max(2, Math.round(health.intervalMs / 1000)));
 }

@@ -47,6 +47,7 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, signal: AbortSi
 			names: c.names,
 			origin: c.origin,
 			serial: c.bundle.leaf.serial,
+			notBefore: c.bundle.leaf.notBefore.toISOString(),
 			notAfter: c.bundle.leaf.notAfter.toISOString(),
 		})),
 		// A failed order is reported with its certificate's renewal, not as a source problem.

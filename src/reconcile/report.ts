@@ -64,6 +64,7 @@ export interface CycleReport {
 		names: string[];
 		origin: string;
 		serial: string;
+		notBefore: string;
 		notAfter: string;
 	}>;
 	sourceProblems: Array<{ subject: string; code: string; message: string; hint?: string }>;

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StatusSummary } from "../../src/cli/status-view.js";
+import type { StatusSummary } from "../../src/metrics/status-view.js";
 import { certificatee, ensureBuilt } from "../harness/cli.js";
 import { freePorts } from "../harness/ports.js";
 

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { StatusSummary } from "../../src/cli/status-view.js";
+import type { StatusSummary } from "../../src/metrics/status-view.js";
 import { createTestCa, issueTestLeaf, type TestLeaf } from "../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "node:tls";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
-import type { StatusSummary } from "../../src/cli/status-view.js";
+import type { StatusSummary } from "../../src/metrics/status-view.js";
 import { socketCommand } from "../harness/haproxy.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
 

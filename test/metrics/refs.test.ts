@@ -6,7 +6,7 @@ import type { CycleReport, EndpointReport, StepView } from "../../src/reconcile/
 const OLD = "2026-12-01T00:00:00.000Z";
 const NEW = "2027-03-01T00:00:00.000Z";
 const certificates: CycleReport["certificates"] = [
-	{ name: "a", names: ["a.test"], origin: "test", serial: "0A", notAfter: NEW },
+	{ name: "a", names: ["a.test"], origin: "test", serial: "0A", notBefore: OLD, notAfter: NEW },
 ];
 
 function endpoint(steps: StepView[], refs: EndpointReport["refs"]): EndpointReport {

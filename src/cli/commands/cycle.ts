@@ -2,13 +2,13 @@
 import type { Config } from "../../config/schema.js";
 import { buildEngine } from "../../daemon/engine.js";
 import { CertificateeError } from "../../errors.js";
+import { statusDocument } from "../../metrics/status-view.js";
 import { runCycle } from "../../reconcile/cycle.js";
 import { cycleOutcome } from "../../reconcile/report.js";
 import type { CommandContext } from "../context.js";
 import { cycleExitCode, EXIT, ExitError } from "../exit.js";
 import { renderPlan, renderStatus } from "../print.js";
 import { createProgress } from "../progress.js";
-import { statusSummary } from "../status-view.js";
 import { styler } from "../table.js";
 
 export async function planCommand(ctx: CommandContext): Promise<void> {
@@ -78,8 +78,7 @@ export async function statusCommand(ctx: CommandContext, options: { endpoint?: s
 			});
 		}
 		if (ctx.options.json) {
-			const summary = statusSummary(report);
-			ctx.out(JSON.stringify({ ...report, renewals: engine.renewals(), summary }, null, 2));
+			ctx.out(JSON.stringify(statusDocument(report, engine.renewals()), null, 2));
 			return;
 		}
 		const lines = renderStatus(report, styler(process.stdout.isTTY === true), {

@@ -1,13 +1,16 @@
 /**
  * What `status` shows, as data: per certificate and target how many endpoints are converged, plus the
- * duplicates and unmanaged refs found. `status --json` prints it; the TTY table renders it. Pure.
+ * duplicates and unmanaged refs found. `status --json` prints the status document; the TTY table and the
+ * daemon's fleet page (/ and /status.json) render it. Pure.
  */
+
 import {
 	type CycleReport,
 	certificateConvergence,
 	endpointState,
 	type RenewalState,
 } from "../reconcile/report.js";
+import type { CertificateStatus } from "../renewal/manager.js";
 
 export interface TargetConvergence {
 	target: string;
@@ -23,6 +26,7 @@ export interface CertificateStatusView {
 	/** Absent for a certificate never issued. */
 	origin?: string;
 	serial?: string;
+	notBefore?: string;
 	notAfter?: string;
 	issuer?: string;
 	/** `source` for certificates from a directory source; the renewal state for issued ones. */
@@ -161,4 +165,17 @@ export function statusSummary(report: CycleReport): StatusSummary {
 		duplicates: refs((cls) => DUPLICATE_CLASSES.has(cls)),
 		unmanaged: refs((cls) => cls === "unmanaged"),
 	};
+}
+
+/**
+ * The document `status --json` prints and the daemon serves as /status.json: the cycle's report, the renewal
+ * status of every issued certificate, and the summary built from them. Free of key material.
+ */
+export type StatusDocument = Omit<CycleReport, "renewals"> & {
+	renewals: CertificateStatus[];
+	summary: StatusSummary;
+};
+
+export function statusDocument(report: CycleReport, renewals: CertificateStatus[]): StatusDocument {
+	return { ...report, renewals, summary: statusSummary(report) };
 }
