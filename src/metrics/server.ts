@@ -35,6 +35,11 @@ export async function startHealthServer(
 			res.writeHead(200, PAGE_HEADERS).end(req.method === "HEAD" ? undefined : page);
 			return;
 		}
+		if (path === "/favicon.ico") {
+			// The page has no icon; answering keeps browsers' consoles free of a 404.
+			res.writeHead(204, { "cache-control": "max-age=86400" }).end();
+			return;
+		}
 		if (path === "/status.json") {
 			const doc = status();
 			res

@@ -27,6 +27,10 @@ section { background: var(--card); border: 1px solid var(--line); border-radius:
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; vertical-align: top; padding: .35rem .6rem; border-top: 1px solid var(--line); }
 thead th { border-top: 0; color: var(--muted); font-weight: 500; }
+table.endpoints { table-layout: fixed; }
+table.endpoints th { width: 24%; overflow-wrap: anywhere; }
+table.endpoints td.state { width: 7rem; }
+td.conv.none { color: var(--muted); font-weight: 400; }
 td.conv, th.conv { text-align: center; font-variant-numeric: tabular-nums; font-weight: 600; }
 .state.converged, .state.issued, .state.source { color: var(--good); }
 .state.pending, .state.due, .state.ordering { color: var(--warn); }

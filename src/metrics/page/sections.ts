@@ -7,7 +7,8 @@ import { type Html, html } from "./escape.js";
 import { reloadFacts, removedRefs, targetFacts } from "./facts.js";
 import { roughDuration, timelineSvg } from "./timeline.js";
 
-const ok = (converged: number, total: number) => (converged === total ? "good" : "bad");
+const ok = (converged: number, total: number) =>
+	total === 0 ? "none" : converged === total ? "good" : "bad";
 
 function stat(key: string, label: string, value: string | number, tone?: string): Html {
 	return html`<div class="stat ${tone}"><span class="value" data-stat="${key}">${value}</span><span class="label">${label}</span></div>`;
