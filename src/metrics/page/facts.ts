@@ -75,3 +75,42 @@ export function reloadFacts(doc: StatusDocument): ReloadFact[] {
 		),
 	);
 }
+
+/**
+ * An endpoint's reload budget as the report carries it (`reloads` on an endpoint of a HAProxy target that
+ * has one): read structurally, and only when present, so the page renders reports with and without it.
+ */
+export interface EndpointReloads {
+	budget: { maxPerHour: number; used: number; remaining: number; nextAt?: string };
+	recent: ReadonlyArray<{ at: string; reasons: readonly string[]; result: string }>;
+	cycle?: { decision: string; reasons: readonly string[]; code?: string; message: string; result?: string };
+	breaker?: { openedAt: string; code: string; message: string };
+}
+
+export interface BudgetFact extends EndpointReloads {
+	target: string;
+	endpoint: string;
+}
+
+function isEndpointReloads(value: unknown): value is EndpointReloads {
+	if (typeof value !== "object" || value === null || !("budget" in value) || !("recent" in value))
+		return false;
+	const { budget, recent } = value;
+	return (
+		typeof budget === "object" &&
+		budget !== null &&
+		"maxPerHour" in budget &&
+		typeof budget.maxPerHour === "number" &&
+		Array.isArray(recent)
+	);
+}
+
+/** Every endpoint that reports a reload budget, with it. */
+export function budgetFacts(doc: StatusDocument): BudgetFact[] {
+	return doc.targets.flatMap((t) =>
+		t.endpoints.flatMap((e) => {
+			const reloads: unknown = "reloads" in e ? e.reloads : undefined;
+			return isEndpointReloads(reloads) ? [{ target: e.target, endpoint: e.endpoint, ...reloads }] : [];
+		}),
+	);
+}

@@ -4,7 +4,7 @@
  */
 import type { CertificateStatusView, StatusDocument } from "../status-view.js";
 import { type Html, html } from "./escape.js";
-import { reloadFacts, removedRefs, targetFacts } from "./facts.js";
+import { type BudgetFact, budgetFacts, reloadFacts, removedRefs, targetFacts } from "./facts.js";
 import { roughDuration, timelineSvg } from "./timeline.js";
 
 const ok = (converged: number, total: number) =>
@@ -18,6 +18,7 @@ export function overview(doc: StatusDocument): Html {
 	const endpoints = doc.summary.endpoints;
 	const converged = endpoints.filter((e) => e.state === "converged").length;
 	const failing = endpoints.filter((e) => e.state === "failed" || e.state === "unobserved").length;
+	const budgets = budgetFacts(doc);
 	return html`<section class="overview" aria-label="overview">${[
 		stat("certificates", "certificates", doc.summary.certificates.length),
 		stat(
@@ -30,6 +31,12 @@ export function overview(doc: StatusDocument): Html {
 		stat("duplicates", "duplicates found", doc.summary.duplicates.length),
 		stat("removed", "duplicates removed", removedRefs(doc).length),
 		stat("reloads", "reloads caused", reloadFacts(doc).length),
+		budgets.length > 0 &&
+			stat(
+				"reloads-hour",
+				"reloads in the last hour",
+				budgets.reduce((n, b) => n + b.recent.length, 0),
+			),
 	]}</section>`;
 }
 
@@ -104,16 +111,35 @@ export function duplicatesSection(doc: StatusDocument): Html {
 	}${removed.length > 0 ? html`<p>Removed in the last cycle:</p><ul>${removed}</ul>` : ""}</section>`;
 }
 
+function budgetText(b: BudgetFact["budget"]): string {
+	if (b.maxPerHour === 0) return "0 per hour: reloads are reported, never done";
+	const next = b.remaining === 0 && b.nextAt ? `; next at ${b.nextAt}` : "";
+	return `${b.used} of ${b.maxPerHour} used in the last hour, ${b.remaining} left${next}`;
+}
+
+function budgetRow(b: BudgetFact): Html {
+	const cycle = b.cycle
+		? html`<div class="${b.cycle.decision === "held" || (b.cycle.result && b.cycle.result !== "ok") ? "hint" : ""}">this cycle: ${b.cycle.decision}${b.cycle.result ? ` (${b.cycle.result})` : ""} for ${b.cycle.reasons.join(", ")}${b.cycle.code ? `: ${b.cycle.code}` : ""}: ${b.cycle.message}</div>`
+		: "";
+	const recent = b.recent.map((r) => html`<li>${r.at}: ${r.reasons.join(", ")} → ${r.result}</li>`);
+	return html`<tr data-budget="${b.endpoint}"><th scope="row">${b.target}/${b.endpoint}</th><td>${budgetText(b.budget)}${cycle}${recent.length > 0 ? html`<ul class="small">${recent}</ul>` : ""}</td><td>${
+		b.breaker
+			? html`<span class="error">breaker open since ${b.breaker.openedAt}: ${b.breaker.code}: ${b.breaker.message}</span>`
+			: html`<span class="good">breaker closed</span>`
+	}</td></tr>`;
+}
+
 export function reloadsSection(doc: StatusDocument): Html {
 	const reloads = reloadFacts(doc).map(
 		(r) =>
 			html`<li>${r.target}/${r.endpoint}: ${r.op} ${r.ref}: ${r.reason}${r.reloadId ? ` (reload ${r.reloadId})` : ""}</li>`,
 	);
+	const budgets = budgetFacts(doc);
 	return html`<section id="reloads"><h2>Reloads</h2>${
 		reloads.length === 0
-			? html`<p class="muted">No reload caused in the last cycle.</p>`
-			: html`<ul>${reloads}</ul>`
-	}</section>`;
+			? html`<p class="muted">No reload caused by a write in the last cycle.</p>`
+			: html`<p>Caused by writes in the last cycle:</p><ul>${reloads}</ul>`
+	}${budgets.length > 0 ? html`<h3>Reload budget</h3><table class="endpoints"><tbody>${budgets.map(budgetRow)}</tbody></table>` : ""}</section>`;
 }
 
 export function problemsSection(doc: StatusDocument): Html {

@@ -124,4 +124,37 @@ describe("sections", () => {
 		expect(waiting).toContain("Waiting for the first cycle");
 		expect(waiting).toContain('<main data-cycle="">');
 	});
+
+	it("a reload budget, when the report has one: budget, last hour's reloads, this cycle and the breaker", () => {
+		expect(page).not.toContain("Reload budget");
+		expect(page).not.toContain('data-stat="reloads-hour"');
+		const withBudget = fixture();
+		const lb1 = withBudget.targets[0]?.endpoints[0];
+		if (!lb1) throw new Error("fixture without lb1");
+		Object.assign(lb1, {
+			reloads: {
+				budget: { maxPerHour: 2, used: 2, remaining: 0, nextAt: "2026-03-01T00:40:00.000Z" },
+				recent: [
+					{ at: "2026-02-28T23:40:00.000Z", reasons: ["new-certificate"], result: "ok" },
+					{ at: "2026-02-28T23:50:00.000Z", reasons: ["too-large"], result: "not-served" },
+				],
+				cycle: {
+					decision: "held",
+					reasons: ["new-certificate"],
+					code: "RELOAD_BUDGET_SPENT",
+					message: `<b>spent</b>`,
+				},
+				breaker: { openedAt: "2026-02-28T23:50:00.000Z", code: "RELOAD_FAILED", message: "probe disagrees" },
+			},
+		});
+		const out = renderPage(withBudget, { now: NOW, refreshSeconds: 7 });
+		expect(out).toMatch(/data-stat="reloads-hour">2</);
+		const row = out.slice(out.indexOf('data-budget="lb1"'));
+		expect(row).toContain("2 of 2 used in the last hour, 0 left; next at 2026-03-01T00:40:00.000Z");
+		expect(row).toContain(
+			"this cycle: held for new-certificate: RELOAD_BUDGET_SPENT: &lt;b&gt;spent&lt;/b&gt;",
+		);
+		expect(row).toContain("2026-02-28T23:50:00.000Z: too-large → not-served");
+		expect(row).toContain("breaker open since 2026-02-28T23:50:00.000Z: RELOAD_FAILED: probe disagrees");
+	});
 });
