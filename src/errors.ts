@@ -57,6 +57,7 @@ export const ERROR_CODES = [
 	"ACME_ERROR",
 	"ISSUE_FAILED",
 	"HOOK_FAILED",
+	"DNS_UPDATE_FAILED",
 	"NOT_AVAILABLE",
 	"INTERNAL",
 ] as const;

@@ -34,6 +34,16 @@ export function resolvePaths(config: Config, baseDir: string): Config {
 						...s,
 						...(s.ca_file === undefined ? {} : { ca_file: abs(baseDir, s.ca_file) }),
 						...(s.dns_hook === undefined ? {} : { dns_hook: command(baseDir, s.dns_hook) }),
+						...(s.dns01 === undefined
+							? {}
+							: {
+									dns01: {
+										rfc2136: {
+											...s.dns01.rfc2136,
+											tsig_secret_file: abs(baseDir, s.dns01.rfc2136.tsig_secret_file),
+										},
+									},
+								}),
 					};
 				default:
 					return s;

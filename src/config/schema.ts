@@ -54,6 +54,7 @@ type Named = {
 	dns_hook?: unknown;
 	http01?: unknown;
 	http_address?: unknown;
+	dns01?: unknown;
 };
 
 function list(value: unknown): Named[] {
@@ -143,18 +144,24 @@ function http01MapTargets(sources: Named[], targets: Named[], problems: Problem[
 	});
 }
 
-/** ACME validates a wildcard name only through DNS-01: without a `dns_hook` every order of it fails. */
+/** ACME validates a wildcard name only through DNS-01: without `dns_hook` or `dns01` every order of it fails. */
 function wildcardWithoutDns01(c: Named, i: number, sources: Named[], problems: Problem[]): void {
 	const names = [c.issuer, ...(Array.isArray(c.issuers) ? (c.issuers as unknown[]) : [])];
 	for (const name of names) {
 		const issuer = sources.find((s) => s.name === name);
-		if (issuer?.type !== "acme" || issuer.dns_hook !== undefined || !Array.isArray(c.domains)) continue;
+		if (
+			issuer?.type !== "acme" ||
+			issuer.dns_hook !== undefined ||
+			issuer.dns01 !== undefined ||
+			!Array.isArray(c.domains)
+		)
+			continue;
 		const at = sources.indexOf(issuer);
 		c.domains.forEach((d, j) => {
 			if (typeof d === "string" && d.startsWith("*.")) {
 				problems.push({
 					path: `certificates[${i}].domains[${j}]`,
-					message: `wildcard "${d}" needs DNS-01, and issuer "${String(name)}" has no dns_hook: set sources[${at}].dns_hook, or list the names one by one`,
+					message: `wildcard "${d}" needs DNS-01, and issuer "${String(name)}" has neither dns01 nor dns_hook: set sources[${at}].dns01.rfc2136 or sources[${at}].dns_hook, or list the names one by one`,
 				});
 			}
 		});

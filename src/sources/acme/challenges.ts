@@ -1,6 +1,6 @@
 /**
  * Answering an order's challenges: HTTP-01 through the built-in responder or HAProxy maps, DNS-01 (and every wildcard)
- * through the operator's hook. Publish all, validate all, then clean up all.
+ * through the operator's hook or RFC 2136 updates. Publish all, validate all, then clean up all.
  */
 import type acme from "acme-client";
 import { CertificateeError } from "../../errors.js";
@@ -23,7 +23,7 @@ export interface ChallengeSolverOptions {
 	directoryUrl: string;
 	/** Absent when HTTP-01 is not configured. */
 	responder: Http01Responder | undefined;
-	/** Absent when DNS-01 is not configured. */
+	/** Absent when DNS-01 is not configured: the operator's hook or the RFC 2136 publisher. */
 	dnsHook: DnsHook | undefined;
 	dnsHookTimeoutMs: number;
 	propagationWaitMs: number;
@@ -51,10 +51,10 @@ export function createChallengeSolver(options: ChallengeSolverOptions): Challeng
 		if (!type) {
 			throw new CertificateeError(
 				"ISSUE_FAILED",
-				`*.${domain} needs a DNS-01 challenge but no dns_hook is configured`,
+				`*.${domain} needs a DNS-01 challenge but neither dns_hook nor dns01 is configured`,
 				{
 					context: { field: "dns_hook" },
-					hint: "wildcard names can only be validated over DNS: set dns_hook",
+					hint: "wildcard names can only be validated over DNS: set dns01.rfc2136 or dns_hook",
 				},
 			);
 		}
@@ -66,7 +66,7 @@ export function createChallengeSolver(options: ChallengeSolverOptions): Challeng
 				`the CA offers no ${type} challenge for ${domain} (offers: ${offered})`,
 				{
 					context: { endpoint: directoryUrl },
-					hint: type === "http-01" ? "configure dns_hook" : "configure http01",
+					hint: type === "http-01" ? "configure dns01.rfc2136 or dns_hook" : "configure http01",
 				},
 			);
 		}

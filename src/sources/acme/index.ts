@@ -1,6 +1,7 @@
 /**
  * The ACME issuer (`type: acme`): orders certificates from an ACME CA with acme-client, answering HTTP-01
- * with the built-in responder or HAProxy maps on a fleet, and DNS-01 through the operator's hook. One
+ * with the built-in responder or HAProxy maps on a fleet, and DNS-01 through RFC 2136 updates or the
+ * operator's hook. One
  * account per issuer, kept in the state directory and reused; a new private key per issuance; at most
  * `concurrency` orders in flight.
  */
@@ -24,11 +25,12 @@ import {
 import { type AccountStore, fileAccountStore } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
 import { type ChallengeSolver, createChallengeSolver } from "./challenges.js";
-import { createDnsHook } from "./dns01.js";
+import { createDnsHook, type DnsHook } from "./dns01.js";
 import { createHttp01Responder, type Http01Responder } from "./http01.js";
 import { createHttp01MapResponder } from "./http01-map.js";
 import { createCertificateKey } from "./keys.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
+import { createRfc2136Publisher, readTsigSecret } from "./rfc2136.js";
 import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
 import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
 
@@ -198,7 +200,7 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 	};
 }
 
-/** The built-in responder (default when there is no dns_hook), HAProxy maps, or none (DNS-01 only). */
+/** The built-in responder (default when DNS-01 is not configured), HAProxy maps, or none (DNS-01 only). */
 function http01Responder(
 	config: AcmeSourceConfig,
 	deps: AcmeIssuerDeps,
@@ -223,8 +225,16 @@ function http01Responder(
 			logger,
 		});
 	}
-	const listen = http01?.listen ?? (config.dns_hook ? undefined : DEFAULT_HTTP01_LISTEN);
+	const dns01 = config.dns_hook !== undefined || config.dns01 !== undefined;
+	const listen = http01?.listen ?? (dns01 ? undefined : DEFAULT_HTTP01_LISTEN);
 	return listen ? createHttp01Responder(listen) : undefined;
+}
+
+/** RFC 2136 updates or the operator's hook. The TSIG secret is read now: a bad file stops the start. */
+function dnsPublisher(config: AcmeSourceConfig): DnsHook | undefined {
+	const rfc2136 = config.dns01?.rfc2136;
+	if (rfc2136) return createRfc2136Publisher(rfc2136, readTsigSecret(rfc2136.tsig_secret_file));
+	return config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined;
 }
 
 function challengeSolver(
@@ -236,7 +246,7 @@ function challengeSolver(
 		issuer: config.name,
 		directoryUrl: config.directory_url,
 		responder,
-		dnsHook: config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined,
+		dnsHook: dnsPublisher(config),
 		dnsHookTimeoutMs: config.dns_hook_timeout,
 		propagationWaitMs: config.dns_propagation_wait,
 		logger,

@@ -1,0 +1,165 @@
+/**
+ * A real BIND 9 (`named`, Debian bind9) on a free loopback port, as the current user, with one primary zone
+ * that accepts RFC 2136 updates signed with TSIG keys generated per start. Run in the foreground (`-g`) from
+ * a temp dir holding named.conf, the zone file and each key's secret file (mode 0600).
+ *
+ *   const bind = await startBind({ zone: "example.test" });
+ *   // ... update bind.address with key bind.keys[0], secret file bind.secretFile("certificatee")
+ *   await bind.stop();
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { freePorts } from "./ports.js";
+
+export interface BindKey {
+	name: string;
+	algorithm: "hmac-sha256" | "hmac-sha384" | "hmac-sha512" | "hmac-sha224" | "hmac-sha1";
+	/** false: the key is known to named but may not update the zone (updates are REFUSED). */
+	grant?: boolean;
+}
+
+export interface BindOptions {
+	/** Default "example.test". */
+	zone?: string;
+	/** Default: one hmac-sha256 key "certificatee" allowed to update TXT records anywhere in the zone. */
+	keys?: BindKey[];
+}
+
+export interface BindHandle {
+	/** "127.0.0.1:<port>", TCP and UDP. */
+	address: string;
+	port: number;
+	zone: string;
+	keys: BindKey[];
+	/** A file holding the key's base64 secret, mode 0600. */
+	secretFile(keyName: string): string;
+	/** named's output so far. */
+	log(): string;
+	/** Stops named (SIGTERM, then SIGKILL) and removes the temp dir. Idempotent. */
+	stop(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function connects(port: number): Promise<boolean> {
+	return new Promise((resolve) => {
+		const socket = net.connect({ host: "127.0.0.1", port }, () => {
+			socket.destroy();
+			resolve(true);
+		});
+		socket.once("error", () => resolve(false));
+	});
+}
+
+/** Starts named; a start that loses its port to another process is retried with a new one. */
+export async function startBind(options: BindOptions = {}): Promise<BindHandle> {
+	for (let attempt = 1; ; attempt++) {
+		try {
+			return await startBindOnce(options);
+		} catch (e) {
+			if (attempt >= 3 || !/address in use/i.test(String(e))) throw e;
+		}
+	}
+}
+
+async function startBindOnce(options: BindOptions): Promise<BindHandle> {
+	const zone = options.zone ?? "example.test";
+	const keys = options.keys ?? [{ name: "certificatee", algorithm: "hmac-sha256" }];
+	const dir = await mkdtemp(path.join(tmpdir(), "certificatee-bind-"));
+	const [port] = (await freePorts(1, { udp: true })) as [number];
+	const secrets = new Map(keys.map((k) => [k.name, randomBytes(32).toString("base64")]));
+	const grants = keys.filter((k) => k.grant !== false).map((k) => `grant ${k.name} zonesub TXT;`);
+	const conf = `
+options {
+	directory "${dir}";
+	pid-file "${dir}/named.pid";
+	session-keyfile "${dir}/session.key";
+	managed-keys-directory "${dir}";
+	listen-on port ${port} { 127.0.0.1; };
+	listen-on-v6 { none; };
+	recursion no;
+	dnssec-validation no;
+	notify no;
+	allow-query { any; };
+};
+controls { };
+${keys.map((k) => `key "${k.name}" { algorithm ${k.algorithm}; secret "${secrets.get(k.name)}"; };`).join("\n")}
+zone "${zone}" {
+	type primary;
+	file "${dir}/${zone}.zone";
+	${grants.length > 0 ? `update-policy { ${grants.join(" ")} };` : "allow-update { none; };"}
+};
+`;
+	const zoneFile = `$TTL 60
+@	IN SOA ns1.${zone}. hostmaster.${zone}. 1 3600 600 86400 60
+@	IN NS ns1.${zone}.
+ns1	IN A 127.0.0.1
+`;
+	await writeFile(path.join(dir, "named.conf"), conf);
+	await writeFile(path.join(dir, `${zone}.zone`), zoneFile);
+	for (const [name, secret] of secrets) {
+		const file = path.join(dir, `${name}.secret`);
+		await writeFile(file, `${secret}\n`, { mode: 0o600 });
+		await chmod(file, 0o600);
+	}
+
+	const child: ChildProcess = spawn("/usr/sbin/named", ["-g", "-c", path.join(dir, "named.conf")], {
+		cwd: dir,
+		stdio: ["ignore", "pipe", "pipe"],
+	});
+	let output = "";
+	child.stdout?.on("data", (d: Buffer) => {
+		output += d.toString();
+	});
+	child.stderr?.on("data", (d: Buffer) => {
+		output += d.toString();
+	});
+	const exited = new Promise<void>((resolve) => {
+		child.once("exit", () => resolve());
+		child.once("error", () => resolve());
+	});
+	let stopped = false;
+	const stop = async () => {
+		if (stopped) return;
+		stopped = true;
+		if (child.exitCode === null && child.signalCode === null) {
+			child.kill("SIGTERM");
+			const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
+			await exited;
+			clearTimeout(timer);
+		}
+		await rm(dir, { recursive: true, force: true });
+	};
+
+	try {
+		const deadline = Date.now() + 15_000;
+		for (;;) {
+			if (child.exitCode !== null || child.signalCode !== null)
+				throw new Error(`named exited early:\n${output}`);
+			if (/address in use/i.test(output)) throw new Error(`named could not listen on ${port}:\n${output}`);
+			if (/\brunning\b/.test(output) && (await connects(port))) break;
+			if (Date.now() > deadline) throw new Error(`named not ready within 15 s:\n${output}`);
+			await sleep(50);
+		}
+	} catch (e) {
+		await stop();
+		throw e;
+	}
+
+	return {
+		address: `127.0.0.1:${port}`,
+		port,
+		zone,
+		keys,
+		secretFile(keyName) {
+			if (!secrets.has(keyName)) throw new Error(`no key ${keyName}`);
+			return path.join(dir, `${keyName}.secret`);
+		},
+		log: () => output,
+		stop,
+	};
+}
