@@ -13,6 +13,7 @@ import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { exchangeTcp, parseDnsServer, parseResponse, queryMessage } from "../../src/sources/acme/dns-wire.js";
 import { freePorts } from "./ports.js";
 
 export interface BindKey {
@@ -37,6 +38,8 @@ export interface BindHandle {
 	keys: BindKey[];
 	/** A file holding the key's base64 secret, mode 0600. */
 	secretFile(keyName: string): string;
+	/** The TXT values named serves for `name`, sorted (a plain query over TCP, no TSIG). */
+	txt(name: string): Promise<string[]>;
 	/** named's output so far. */
 	log(): string;
 	/** Stops named (SIGTERM, then SIGKILL) and removes the temp dir. Idempotent. */
@@ -141,7 +144,8 @@ ns1	IN A 127.0.0.1
 			if (child.exitCode !== null || child.signalCode !== null)
 				throw new Error(`named exited early:\n${output}`);
 			if (/address in use/i.test(output)) throw new Error(`named could not listen on ${port}:\n${output}`);
-			if (/\brunning\b/.test(output) && (await connects(port))) break;
+			// "running" alone on the last line, not "running as: named -g ..." at the start.
+			if (/all zones loaded/.test(output) && / running\s*$/m.test(output) && (await connects(port))) break;
 			if (Date.now() > deadline) throw new Error(`named not ready within 15 s:\n${output}`);
 			await sleep(50);
 		}
@@ -158,6 +162,14 @@ ns1	IN A 127.0.0.1
 		secretFile(keyName) {
 			if (!secrets.has(keyName)) throw new Error(`no key ${keyName}`);
 			return path.join(dir, `${keyName}.secret`);
+		},
+		async txt(name) {
+			const answer = await exchangeTcp(
+				parseDnsServer(`127.0.0.1:${port}`),
+				queryMessage(name, "TXT"),
+				AbortSignal.timeout(5000),
+			);
+			return parseResponse(answer).txt(name).sort();
 		},
 		log: () => output,
 		stop,

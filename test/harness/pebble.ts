@@ -3,7 +3,8 @@
  * HTTPS CA made by the openssl CLI in a temp dir. With `validation: "http-01"` it also starts
  * pebble-challtestsrv as Pebble's DNS server (every name resolves to 127.0.0.1 unless told otherwise), so
  * Pebble really fetches http://<name>:<httpPort>/.well-known/acme-challenge/<token> and really looks up
- * _acme-challenge TXT records set through the challtestsrv management API.
+ * _acme-challenge TXT records set through the challtestsrv management API. With `dnsServer`, Pebble resolves
+ * through that server instead (a real BIND for RFC 2136 tests).
  *
  *   const pebble = await startPebble({ validation: "http-01" });
  *   // ... issue against pebble.directoryUrl, trusting pebble.caFile; answer HTTP-01 on pebble.httpPort
@@ -31,6 +32,9 @@ export interface PebbleOptions {
 	externalAccountMACKeys?: Record<string, string>;
 	/** Percentage of good nonces rejected as badNonce (default 0: deterministic runs). */
 	nonceReject?: number;
+	/** With validation "real": Pebble resolves through this DNS server ("host:port", e.g. a BIND from
+	 * test/harness/bind.ts) instead of pebble-challtestsrv, which is then not started. */
+	dnsServer?: string;
 	/** Extra environment for Pebble (e.g. PEBBLE_AUTHZREUSE). */
 	env?: Record<string, string>;
 }
@@ -53,7 +57,7 @@ export interface PebbleHandle {
 	caFile: string;
 	/** Where Pebble's VA connects for HTTP-01 (on 127.0.0.1). */
 	httpPort: number;
-	/** Present with validation "real". */
+	/** Present with validation "real" and no `dnsServer`. */
 	challtestsrv: ChallTestSrv | undefined;
 	/** Pebble's root (changes on every start): the trust anchor for issued chains. */
 	root(): Promise<string>;
@@ -173,7 +177,7 @@ async function startPebbleOnce(options: PebbleOptions): Promise<PebbleHandle> {
 		await writeFile(path.join(dir, "pebble-config.json"), JSON.stringify(config, null, 2));
 
 		let challtestsrv: ChallTestSrv | undefined;
-		if (real) {
+		if (real && !options.dnsServer) {
 			const managementUrl = `http://127.0.0.1:${challMgmtPort}`;
 			// biome-ignore format: flag/value pairs
 			chall = startProcess("pebble-challtestsrv", [
@@ -211,7 +215,7 @@ async function startPebbleOnce(options: PebbleOptions): Promise<PebbleHandle> {
 			...options.env,
 		};
 		const args = ["-config", "pebble-config.json", "-strict=false"];
-		if (real) args.push("-dnsserver", `127.0.0.1:${dnsPort}`);
+		if (real) args.push("-dnsserver", options.dnsServer ?? `127.0.0.1:${dnsPort}`);
 		pebble = startProcess("pebble", args, { cwd: dir, env });
 
 		const directoryUrl = `https://localhost:${acmePort}/dir`;
