@@ -276,6 +276,33 @@ describe("config/load: what would fail later is rejected now", () => {
 		expect(() => parseConfig(raw(true), "x.yaml", { env: {} })).not.toThrow();
 	});
 
+	it("accepts a wildcard name whose ACME issuer has dns01.rfc2136, and resolves tsig_secret_file beside the config", () => {
+		const raw = {
+			sources: [
+				{
+					name: "le",
+					type: "acme",
+					directory_url: "https://acme.test/dir",
+					dns01: {
+						rfc2136: {
+							server: "10.0.0.53",
+							zone: "example.com",
+							tsig_key_name: "certificatee",
+							tsig_secret_file: "keys/tsig.key",
+						},
+					},
+				},
+			],
+			certificates: [{ name: "w", domains: ["example.com", "*.example.com"], issuer: "le" }],
+		};
+		const { config } = parseConfig(raw, "/etc/certificatee/config.yaml", {
+			env: {},
+			baseDir: "/etc/certificatee",
+		});
+		const le = config.sources[0];
+		expect(le?.type === "acme" && le.dns01?.rfc2136.tsig_secret_file).toBe("/etc/certificatee/keys/tsig.key");
+	});
+
 	it.each([
 		[
 			"certificates[0].key_typ",

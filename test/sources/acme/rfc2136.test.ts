@@ -12,7 +12,6 @@ import {
 	exchangeTcp,
 	parseDnsServer,
 	parseResponse,
-	queryMessage,
 	updateMessage,
 } from "../../../src/sources/acme/dns-wire.js";
 import { createRfc2136Publisher, readTsigSecret } from "../../../src/sources/acme/rfc2136.js";

@@ -8,6 +8,12 @@ import { isCertificateeError } from "../../../src/errors.js";
 import { acmeSourceSchema, fileAccountStore } from "../../../src/sources/acme/index.js";
 
 const minimal = { name: "le", type: "acme", directory_url: "https://acme.example/dir" };
+const rfc2136 = {
+	server: "10.0.0.53:53",
+	zone: "example.com",
+	tsig_key_name: "certificatee",
+	tsig_secret_file: "/etc/certificatee/tsig.key",
+};
 
 describe("acmeSourceSchema", () => {
 	it("fills every default", () => {
@@ -23,6 +29,18 @@ describe("acmeSourceSchema", () => {
 		});
 	});
 
+	it("fills the defaults of dns01.rfc2136", () => {
+		expect(acmeSourceSchema.parse({ ...minimal, dns01: { rfc2136 } }).dns01).toEqual({
+			rfc2136: {
+				...rfc2136,
+				tsig_algorithm: "hmac-sha256",
+				ttl: 60,
+				timeout: 10_000,
+				propagation_timeout: 120_000,
+			},
+		});
+	});
+
 	it.each([
 		[{ ...minimal, directory_url: "ftp://x/dir" }, "directory_url"],
 		[{ ...minimal, unknown_key: 1 }, "unknown_key"],
@@ -34,6 +52,14 @@ describe("acmeSourceSchema", () => {
 		[{ ...minimal, concurrency: 0 }, "concurrency"],
 		[{ ...minimal, eab: { kid: "k" } }, "eab"],
 		[{ ...minimal, eab: { kid: "k", hmac_key: "a", hmac_key_file: "/f" } }, "eab"],
+		[{ ...minimal, dns_hook: ["/bin/true"], dns01: { rfc2136: rfc2136 } }, "dns01"],
+		[{ ...minimal, dns01: { rfc2136: { ...rfc2136, server: "10.0.0.53:dns" } } }, "dns01.rfc2136.server"],
+		[
+			{ ...minimal, dns01: { rfc2136: { ...rfc2136, tsig_algorithm: "hmac-md5" } } },
+			"dns01.rfc2136.tsig_algorithm",
+		],
+		[{ ...minimal, dns01: { rfc2136: { ...rfc2136, tsig_secret: "c2VjcmV0" } } }, "dns01.rfc2136"],
+		[{ ...minimal, dns01: { rfc2136: { ...rfc2136, zone: "not a zone" } } }, "dns01.rfc2136.zone"],
 	])("rejects %j at %s", (input, where) => {
 		const result = acmeSourceSchema.safeParse(input);
 		expect(result.success).toBe(false);
