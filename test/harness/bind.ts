@@ -1,6 +1,6 @@
 /**
  * A real BIND 9 (`named`, Debian bind9) on a free loopback port, as the current user, with one primary zone
- * that accepts RFC 2136 updates signed with TSIG keys generated per start. Run in the foreground (`-g`) from
+ * (its NS ns1.<zone> is named itself unless told otherwise) that accepts RFC 2136 updates signed with TSIG keys generated per start. Run in the foreground (`-g`) from
  * a temp dir holding named.conf, the zone file and each key's secret file (mode 0600).
  *
  *   const bind = await startBind({ zone: "example.test" });
@@ -28,6 +28,9 @@ export interface BindOptions {
 	zone?: string;
 	/** Default: one hmac-sha256 key "certificatee" allowed to update TXT records anywhere in the zone. */
 	keys?: BindKey[];
+	/** Address of the zone's NS (ns1.<zone>), default "127.0.0.1" (named itself). named listens only on
+	 * 127.0.0.1 (the only loopback address lo has), so any other address is an NS that answers nothing. */
+	nsAddress?: string;
 }
 
 export interface BindHandle {
@@ -71,6 +74,7 @@ export async function startBind(options: BindOptions = {}): Promise<BindHandle> 
 
 async function startBindOnce(options: BindOptions): Promise<BindHandle> {
 	const zone = options.zone ?? "example.test";
+	const nsAddress = options.nsAddress ?? "127.0.0.1";
 	const keys = options.keys ?? [{ name: "certificatee", algorithm: "hmac-sha256" }];
 	const dir = await mkdtemp(path.join(tmpdir(), "certificatee-bind-"));
 	const [port] = (await freePorts(1, { udp: true })) as [number];
@@ -100,7 +104,7 @@ zone "${zone}" {
 	const zoneFile = `$TTL 60
 @	IN SOA ns1.${zone}. hostmaster.${zone}. 1 3600 600 86400 60
 @	IN NS ns1.${zone}.
-ns1	IN A 127.0.0.1
+ns1	IN A ${nsAddress}
 `;
 	await writeFile(path.join(dir, "named.conf"), conf);
 	await writeFile(path.join(dir, `${zone}.zone`), zoneFile);

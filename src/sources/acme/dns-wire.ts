@@ -102,7 +102,11 @@ export function updateMessage(zone: string, changes: readonly TxtChange[], id = 
 }
 
 /** A plain, non-recursive question: authoritative servers answer from their own data. */
-export function queryMessage(name: string, type: "TXT" | "SOA" | "NS", id = randomInt(65536)): Buffer {
+export function queryMessage(
+	name: string,
+	type: "TXT" | "SOA" | "NS" | "A" | "AAAA",
+	id = randomInt(65536),
+): Buffer {
 	return dnsPacket.encode({ id, type: "query", flags: 0, questions: [{ name: normaliseName(name), type }] });
 }
 
@@ -111,6 +115,8 @@ export interface DnsResponse {
 	rcode: string;
 	/** The TXT values of answers named `name` (each record's strings joined). */
 	txt(name: string): string[];
+	/** The data of NS, A or AAAA answers named `name`: host names (normalised) or addresses. */
+	names(name: string, type: "NS" | "A" | "AAAA"): string[];
 }
 
 export function parseResponse(message: Buffer): DnsResponse {
@@ -123,6 +129,14 @@ export function parseResponse(message: Buffer): DnsResponse {
 			return (packet.answers ?? []).flatMap((a) =>
 				a.type === "TXT" && normaliseName(a.name) === wanted
 					? [(Array.isArray(a.data) ? a.data : [a.data]).map((d) => d.toString()).join("")]
+					: [],
+			);
+		},
+		names(name, type) {
+			const wanted = normaliseName(name);
+			return (packet.answers ?? []).flatMap((a) =>
+				a.type === type && normaliseName(a.name) === wanted && typeof a.data === "string"
+					? [type === "NS" ? normaliseName(a.data) : a.data]
 					: [],
 			);
 		},

@@ -1,8 +1,10 @@
 /**
  * DNS-01 through RFC 2136 dynamic updates signed with TSIG, the protocol BIND, Knot, PowerDNS and Windows
- * DNS accept: `set` adds the TXT value and returns once every checked server answers it; `clear` deletes
- * exactly that value (a name and its wildcard share one record name, each value is removed on its own).
+ * DNS accept: `set` adds the TXT value and returns once every checked server answers it (by default the
+ * zone's NS and `server`); `clear` deletes exactly that value (a name and its wildcard share one record
+ * name, each value is removed on its own).
  */
+import { lookup } from "node:dns/promises";
 import { readFileSync } from "node:fs";
 import { CertificateeError } from "../../errors.js";
 import {
@@ -75,7 +77,7 @@ export function createRfc2136Publisher(
 	now: () => number = () => Math.floor(Date.now() / 1000),
 ): DnsHook {
 	const server = parseDnsServer(config.server);
-	const checked = (config.check_servers ?? [config.server]).map(parseDnsServer);
+	const configuredChecks = config.check_servers?.map(parseDnsServer);
 	const key: TsigKey = { name: config.tsig_key_name, algorithm: config.tsig_algorithm, secret };
 	const zone = normaliseName(config.zone);
 	const at = formatDnsServer(server);
@@ -161,10 +163,45 @@ export function createRfc2136Publisher(
 		);
 	}
 
+	/**
+	 * The zone's authoritative servers as `server` lists them (NS), each name's addresses from `server` when it
+	 * has them (in-zone names), otherwise from the system resolver; on `server`'s port. `server` itself too.
+	 */
+	async function nameservers(signal: AbortSignal): Promise<DnsServer[]> {
+		const ask = async (name: string, type: "NS" | "A" | "AAAA") =>
+			parseResponse(await exchange(server, queryMessage(name, type), signal)).names(name, type);
+		const found: DnsServer[] = [server];
+		for (const ns of await ask(zone, "NS")) {
+			let hosts = [...(await ask(ns, "A")), ...(await ask(ns, "AAAA"))];
+			if (hosts.length === 0) hosts = (await lookup(ns, { all: true })).map((a) => a.address);
+			for (const host of hosts) {
+				if (!found.some((f) => f.host === host && f.port === server.port))
+					found.push({ host, port: server.port });
+			}
+		}
+		return found;
+	}
+
+	async function checkServers(signal: AbortSignal): Promise<DnsServer[]> {
+		if (configuredChecks) return configuredChecks;
+		try {
+			return await nameservers(signal);
+		} catch (e) {
+			if (signal.aborted) throw e;
+			throw fail(
+				`RFC 2136 look-up of the nameservers of ${zone} at ${at}`,
+				(e as Error).message,
+				`set ${FIELD}.check_servers to the zone's authoritative servers (host:port) to skip the look-up`,
+				true,
+				e,
+			);
+		}
+	}
+
 	/** Polls every checked server until all answer the value (non-recursive TXT queries). */
 	async function waitVisible(name: string, value: string, signal: AbortSignal): Promise<void> {
 		const deadline = Date.now() + config.propagation_timeout;
-		let pending = checked;
+		let pending = await checkServers(signal);
 		let lastProblem = "";
 		for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
 			const seen = await Promise.all(
@@ -185,7 +222,7 @@ export function createRfc2136Publisher(
 				throw fail(
 					`RFC 2136 check of TXT ${normaliseName(name)} in zone ${zone}`,
 					`the new value is not visible on ${pending.map(formatDnsServer).join(", ")} after ${config.propagation_timeout} ms${lastProblem}`,
-					`check that ${FIELD}.check_servers are the zone's authoritative servers and receive updates (NOTIFY/IXFR), or raise ${FIELD}.propagation_timeout`,
+					`check that the zone's nameservers receive updates from ${at} (NOTIFY/IXFR), or set ${FIELD}.check_servers, or raise ${FIELD}.propagation_timeout`,
 					true,
 				);
 			}
@@ -197,7 +234,14 @@ export function createRfc2136Publisher(
 		async run(action, name, value, signal) {
 			const change: TxtChange = { action: action === "set" ? "add" : "delete", name, value, ttl: config.ttl };
 			await update(change, signal);
-			if (action === "set") await waitVisible(name, value, signal);
+			if (action !== "set") return;
+			try {
+				await waitVisible(name, value, signal);
+			} catch (e) {
+				// The caller cleans up only what was published: take back the value that never became visible.
+				await update({ ...change, action: "delete" }, AbortSignal.timeout(config.timeout)).catch(() => {});
+				throw e;
+			}
 		},
 	};
 }

@@ -33,7 +33,8 @@ export const rfc2136Schema = z.strictObject({
 	timeout: duration.prefault("10s"),
 	/** How long `set` waits for every checked server to answer the new value. */
 	propagation_timeout: duration.prefault("2m"),
-	/** Servers that must answer the value before the CA is asked (default: `server`). */
+	/** Servers that must answer the value before the CA is asked. Default: `server` and the zone's NS
+	 * (their addresses, on `server`'s port). */
 	check_servers: z.array(dnsServer).min(1).optional(),
 });
 

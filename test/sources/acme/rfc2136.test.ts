@@ -170,7 +170,7 @@ describe("RFC 2136 updates against BIND 9", () => {
 		expect(down.retryable).toBe(true);
 	});
 
-	it("set waits for every check server; one that never answers the value fails after propagation_timeout", async () => {
+	it("set waits for every check server; one that never answers fails after propagation_timeout and takes the value back", async () => {
 		const { hook } = publisher({
 			check_servers: [bind.address, "127.0.0.1:1"],
 			propagation_timeout: "300ms",
@@ -182,8 +182,30 @@ describe("RFC 2136 updates against BIND 9", () => {
 			`RFC 2136 check of TXT ${name} in zone example.test: the new value is not visible on 127.0.0.1:1 after 300 ms; 127.0.0.1:1: ECONNREFUSED`,
 		);
 		expect(error.retryable).toBe(true);
-		await publisher().hook.run("clear", name, "v", signal());
 		expect(await served(name)).toEqual([]);
+	});
+
+	it("by default also checks the zone's NS as the server lists them, on the server's port", async () => {
+		const name = "_acme-challenge.ns.example.test";
+		// A zone whose NS (ns1.example.test A 127.0.0.3) answers nothing: the value is never seen there.
+		const deaf = await startBind({ zone: "example.test", nsAddress: "127.0.0.3" });
+		try {
+			const config = rfc2136Schema.parse({
+				server: deaf.address,
+				zone: "example.test",
+				tsig_key_name: "certificatee",
+				tsig_secret_file: deaf.secretFile("certificatee"),
+				propagation_timeout: "300ms",
+			});
+			const hook = createRfc2136Publisher(config, readTsigSecret(config.tsig_secret_file));
+			const error = await failure(hook.run("set", name, "v", signal()));
+			expect(error.message).toBe(
+				`RFC 2136 check of TXT ${name} in zone example.test: the new value is not visible on 127.0.0.3:${deaf.port} after 300 ms; 127.0.0.3:${deaf.port}: ECONNREFUSED`,
+			);
+			expect(await deaf.txt(name)).toEqual([]);
+		} finally {
+			await deaf.stop();
+		}
 	});
 });
 
