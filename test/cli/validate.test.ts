@@ -35,6 +35,32 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		expect(r.stdout.indexOf("interval (")).toBeLessThan(r.stdout.indexOf("certificates[0].issuer ("));
 	});
 
+	it("names a missing or non-base64 dns01.rfc2136.tsig_secret_file, and accepts tsig-keygen's key file", async () => {
+		const f = join(dir, "rfc2136.yaml");
+		writeFileSync(
+			f,
+			"sources:\n  - name: le\n    type: acme\n    directory_url: https://acme.test/dir\n    dns01:\n      rfc2136: { server: 127.0.0.1, zone: example.com, tsig_key_name: k, tsig_secret_file: tsig.key }\ncertificates:\n  - { name: w, domains: [example.com, '*.example.com'], issuer: le }\n",
+		);
+		const missing = await certificatee(["validate", "--config", f]);
+		expect(missing.code).toBe(1);
+		expect(missing.stdout).toContain(
+			`dns01.rfc2136.tsig_secret_file ${join(dir, "tsig.key")} cannot be read: ENOENT`,
+		);
+		writeFileSync(join(dir, "tsig.key"), "not a secret!\n");
+		const garbled = await certificatee(["validate", "--config", f]);
+		expect(garbled.code).toBe(1);
+		expect(garbled.stdout).toContain("does not hold a base64 secret");
+		expect(garbled.stdout).not.toContain("not a secret!");
+		writeFileSync(
+			join(dir, "tsig.key"),
+			'key "k" {\n\talgorithm hmac-sha256;\n\tsecret "m6c6m5mX4cWx1cMHc4p0wV1mB+Q0Ah1Yqj3pB5L1nXk=";\n};\n',
+		);
+		const good = await certificatee(["validate", "--config", f]);
+		expect(good.stdout).toContain("valid");
+		expect(good.stdout).not.toContain("m6c6m5mX4cWx");
+		expect(good.code).toBe(0);
+	});
+
 	it("rejects two certificates whose names give one storage name, naming both", async () => {
 		const f = join(dir, "collide.yaml");
 		writeFileSync(
