@@ -4,6 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -168,6 +169,28 @@ describe("RFC 2136 updates against BIND 9", () => {
 			"RFC 2136 add of TXT _acme-challenge.x.example.test in zone example.test at 127.0.0.1:1: ECONNREFUSED",
 		);
 		expect(down.retryable).toBe(true);
+	});
+
+	it("a server that accepts the connection but never answers is a timeout naming it", async () => {
+		const silent = net.createServer((s) => s.resume()); // reads every request, answers nothing
+		await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+		const address = `127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+		try {
+			const error = await failure(
+				publisher({ server: address, timeout: "200ms" }).hook.run(
+					"set",
+					"_acme-challenge.mute.example.test",
+					"v",
+					signal(),
+				),
+			);
+			expect(error.message).toBe(
+				`RFC 2136 add of TXT _acme-challenge.mute.example.test in zone example.test at ${address}: no answer within 200 ms`,
+			);
+			expect(error.retryable).toBe(true);
+		} finally {
+			await new Promise((r) => silent.close(r)); // our side closed its socket at the deadline
+		}
 	});
 
 	it("set waits for every check server; one that never answers fails after propagation_timeout and takes the value back", async () => {
