@@ -7,7 +7,6 @@
  *   // ... update bind.address with key bind.keys[0], secret file bind.secretFile("certificatee")
  *   await bind.stop();
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
@@ -15,6 +14,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { exchangeTcp, parseDnsServer, parseResponse, queryMessage } from "../../src/sources/acme/dns-wire.js";
 import { freePorts } from "./ports.js";
+import { startProcess, stopProcess, waitUntil } from "./process.js";
 
 export interface BindKey {
 	name: string;
@@ -48,8 +48,6 @@ export interface BindHandle {
 	/** Stops named (SIGTERM, then SIGKILL) and removes the temp dir. Idempotent. */
 	stop(): Promise<void>;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function connects(port: number): Promise<boolean> {
 	return new Promise((resolve) => {
@@ -114,45 +112,26 @@ ns1	IN A ${nsAddress}
 		await chmod(file, 0o600);
 	}
 
-	const child: ChildProcess = spawn("/usr/sbin/named", ["-g", "-c", path.join(dir, "named.conf")], {
+	const named = startProcess("/usr/sbin/named", ["-g", "-c", path.join(dir, "named.conf")], {
 		cwd: dir,
-		stdio: ["ignore", "pipe", "pipe"],
-	});
-	let output = "";
-	child.stdout?.on("data", (d: Buffer) => {
-		output += d.toString();
-	});
-	child.stderr?.on("data", (d: Buffer) => {
-		output += d.toString();
-	});
-	const exited = new Promise<void>((resolve) => {
-		child.once("exit", () => resolve());
-		child.once("error", () => resolve());
+		env: process.env,
 	});
 	let stopped = false;
 	const stop = async () => {
 		if (stopped) return;
 		stopped = true;
-		if (child.exitCode === null && child.signalCode === null) {
-			child.kill("SIGTERM");
-			const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
-			await exited;
-			clearTimeout(timer);
-		}
+		await stopProcess(named);
 		await rm(dir, { recursive: true, force: true });
 	};
-
 	try {
-		const deadline = Date.now() + 15_000;
-		for (;;) {
-			if (child.exitCode !== null || child.signalCode !== null)
-				throw new Error(`named exited early:\n${output}`);
-			if (/address in use/i.test(output)) throw new Error(`named could not listen on ${port}:\n${output}`);
-			// "running" alone on the last line, not "running as: named -g ..." at the start.
-			if (/all zones loaded/.test(output) && / running\s*$/m.test(output) && (await connects(port))) break;
-			if (Date.now() > deadline) throw new Error(`named not ready within 15 s:\n${output}`);
-			await sleep(50);
-		}
+		// "running" alone on the last line, not "running as: named -g ..." at the start; a lost port shows first.
+		await waitUntil("named", named, async () => {
+			const out = named.output();
+			if (/address in use/i.test(out)) return true;
+			return /all zones loaded/.test(out) && / running\s*$/m.test(out) && (await connects(port));
+		});
+		if (/address in use/i.test(named.output()))
+			throw new Error(`named could not listen on ${port}:\n${named.output()}`);
 	} catch (e) {
 		await stop();
 		throw e;
@@ -175,7 +154,7 @@ ns1	IN A ${nsAddress}
 			);
 			return parseResponse(answer).txt(name).sort();
 		},
-		log: () => output,
+		log: () => named.output(),
 		stop,
 	};
 }

@@ -10,13 +10,13 @@
  *   // ... issue against pebble.directoryUrl, trusting pebble.caFile; answer HTTP-01 on pebble.httpPort
  *   await pebble.stop();
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Agent, request } from "undici";
 import { makeHttpsCertificate } from "./https-cert.js";
 import { freePorts } from "./ports.js";
+import { type Proc, startProcess, stopProcess, waitUntil } from "./process.js";
 
 export interface PebbleOptions {
 	/** "always-valid": PEBBLE_VA_ALWAYS_VALID=1, no challenge is checked. "real" (default): Pebble validates
@@ -68,57 +68,6 @@ export interface PebbleHandle {
 	stop(): Promise<void>;
 	/** Stops only Pebble (the temp dir stays until stop()): for "CA is down" tests. */
 	kill(): Promise<void>;
-}
-
-interface Proc {
-	child: ChildProcess;
-	output: () => string;
-	exited: Promise<void>;
-}
-
-function startProcess(
-	command: string,
-	args: string[],
-	options: { cwd: string; env: NodeJS.ProcessEnv },
-): Proc {
-	const child = spawn(command, args, {
-		cwd: options.cwd,
-		env: options.env,
-		stdio: ["ignore", "pipe", "pipe"],
-	});
-	let out = "";
-	child.stdout?.on("data", (d: Buffer) => {
-		out += d.toString();
-	});
-	child.stderr?.on("data", (d: Buffer) => {
-		out += d.toString();
-	});
-	const exited = new Promise<void>((resolve) => {
-		if (child.exitCode !== null) resolve();
-		child.once("exit", () => resolve());
-		child.once("error", () => resolve());
-	});
-	return { child, output: () => out, exited };
-}
-
-async function stopProcess(proc: Proc | undefined): Promise<void> {
-	if (!proc || proc.child.exitCode !== null || proc.child.signalCode !== null) return;
-	proc.child.kill("SIGTERM");
-	const timer = setTimeout(() => proc.child.kill("SIGKILL"), 2000);
-	await proc.exited;
-	clearTimeout(timer);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUntil(what: string, proc: Proc, probe: () => Promise<boolean>): Promise<void> {
-	const deadline = Date.now() + 10_000;
-	while (Date.now() < deadline) {
-		if (proc.child.exitCode !== null) throw new Error(`${what} exited early:\n${proc.output()}`);
-		if (await probe().catch(() => false)) return;
-		await sleep(50);
-	}
-	throw new Error(`${what} not ready within 10 s:\n${proc.output()}`);
 }
 
 /**
