@@ -19,8 +19,9 @@ import {
 	updateMessage,
 } from "./dns-wire.js";
 import type { DnsHook } from "./dns01.js";
+import type { TsigAlgorithm } from "./schema.js";
 import { sleep } from "./transport.js";
-import { signMessage, type TsigAlgorithm, type TsigKey, verifyResponse } from "./tsig.js";
+import { signMessage, type TsigKey, verifyResponse } from "./tsig.js";
 
 /** `dns01.rfc2136` as the schema gives it (durations in ms). */
 export interface Rfc2136Config {

@@ -1,12 +1,21 @@
 /** Config of an ACME issuer (`type: acme` under `sources`). Every key is documented in docs/acme.md. */
 import { z } from "zod";
 import { duration } from "../../base/duration.js";
-import { TSIG_ALGORITHMS } from "./tsig.js";
 
 /** host:port, IPv6 hosts in brackets ("[::1]:8402"). */
 const listenAddress = z
 	.string()
 	.regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'expected "host:port", e.g. "127.0.0.1:8402"');
+
+/** TSIG algorithms (RFC 8945 §6), named as in BIND's `key` statement. */
+export const TSIG_ALGORITHMS = [
+	"hmac-sha256",
+	"hmac-sha384",
+	"hmac-sha512",
+	"hmac-sha224",
+	"hmac-sha1",
+] as const;
+export type TsigAlgorithm = (typeof TSIG_ALGORITHMS)[number];
 
 /** A DNS server: host:port, IPv6 in brackets; a bare host means port 53. */
 const dnsServer = z

@@ -4,15 +4,7 @@
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { canonicalName, normaliseName, recordOffsets, TYPE_TSIG } from "./dns-wire.js";
-
-export const TSIG_ALGORITHMS = [
-	"hmac-sha256",
-	"hmac-sha384",
-	"hmac-sha512",
-	"hmac-sha224",
-	"hmac-sha1",
-] as const;
-export type TsigAlgorithm = (typeof TSIG_ALGORITHMS)[number];
+import type { TsigAlgorithm } from "./schema.js";
 
 export interface TsigKey {
 	name: string;
