@@ -3,26 +3,37 @@
  *
  * - Worker stats socket (`level admin`) or master CLI (`master: true`: every command is prefixed `@1 `,
  *   so it always reaches the current worker; the master drops the connection on reload).
- * - One outstanding command at a time (a queue); reconnects on close (HAProxy's `stats timeout`).
- * - Reload detection: each connection records the worker's `Pid`; `checkWorker()` compares it with a
- *   fresh `show info` and reconnects when the worker is stopping or another one answers.
+ * - The connection, command order and reload detection live in session.ts; requests and the meaning of
+ *   answers in command.ts (pure); the parsing of `show` answers in parse.ts (pure). This file names the
+ *   operations and retries while certificates are locked.
  * - Failures are recognised from HAProxy's exact texts and thrown as CertificateeError:
- *   RUNTIME_COMMAND_FAILED, RUNTIME_CERT_IN_USE (`del ssl cert` of a certificate still used), RUNTIME_LOCKED (after retries with backoff), RUNTIME_PAYLOAD_TOO_LARGE
+ *   RUNTIME_COMMAND_FAILED, RUNTIME_CERT_IN_USE (`del ssl cert` of a certificate still used), RUNTIME_LOCKED
+ *   (after retries with backoff), RUNTIME_PAYLOAD_TOO_LARGE
  *   (never sent: a request of tune.bufsize bytes or more makes HAProxy 2.6-3.2 spin and exit),
  *   ENDPOINT_UNAVAILABLE / ENDPOINT_TIMEOUT.
  * - `exclusive()` serialises multi-command certificate writes (HAProxy has one transaction per process).
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { CertificateeError, type ErrorCode, isCertificateeError, scrubSecrets } from "../../errors.js";
-import { DEFAULT_BUFSIZE, payloadTooLarge } from "../haproxy/bufsize.js";
-import { Connection } from "./connection.js";
+import type { CertificateeError, ErrorCode } from "../../errors.js";
+import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
+import {
+	addCrtListCommand,
+	type CrtListEntryOptions,
+	checkName,
+	commandFailed,
+	type Framing,
+	frameRequest,
+	lockBackoffMs,
+	operationOf,
+	readAnswer,
+	stayedLocked,
+} from "./command.js";
 import {
 	type CertDetail,
 	type CertList,
 	type CrtListEntry,
 	expect,
 	firstLine,
-	isLocked,
 	normalisePem,
 	parseCertDetail,
 	parseCertList,
@@ -31,6 +42,10 @@ import {
 	parseInfo,
 	refusalCode,
 } from "./parse.js";
+import { RuntimeSession, type WorkerIdentity, workerIdentity } from "./session.js";
+
+export type { CrtListEntryOptions } from "./command.js";
+export type { WorkerIdentity } from "./session.js";
 
 export interface RuntimeClientOptions {
 	/** Unix socket path or host:port. */
@@ -48,57 +63,44 @@ export interface RuntimeClientOptions {
 	lockAttempts?: number;
 }
 
-/** The worker a connection talks to. */
-export interface WorkerIdentity {
-	/** `Node` of `show info` (the `node` setting, by default the host name). */
-	node?: string;
-	pid: number;
-	uptimeSec: number;
-	stopping: boolean;
+/** One certificate command: what to send, what it concerns, and which answers mean success. */
+interface SslCommand {
+	command: string;
+	payload?: string;
+	/** The certificate or list it concerns, for errors. */
+	subject: string;
+	/** An error text for an answer that is not success; undefined for success. Default: any answer. */
+	check?: (text: string) => string | undefined;
+	read?: boolean;
 }
 
-/** Optional crt-list line parts for `add ssl crt-list`. */
-export interface CrtListEntryOptions {
-	/** SSL options without brackets, e.g. "alpn h2,http/1.1". */
-	sslOptions?: string;
-	/** SNI filters. */
-	filters?: string[];
-}
-
-// 100 + 200 + 400 + 800 ms between attempts: rides out a master re-exec, fails fast enough when down.
-const CONNECT_ATTEMPTS = 5;
-const SAFE_NAME = /^[^\s\0<>;#]+$/;
+const anyAnswer = () => undefined;
 
 export class RuntimeClient {
 	readonly name: string;
-	readonly #options: Required<Omit<RuntimeClientOptions, "name">>;
-	#connection: Connection | undefined;
-	#connecting: Promise<Connection> | undefined;
-	/** The last command that runs alone (writes, payloads); reads queue behind it. */
-	#barrier: Promise<unknown> = Promise.resolve();
-	/** Reads in flight since the barrier: pipelined on the one connection. */
-	readonly #reads = new Set<Promise<unknown>>();
-	#writeQueue: Promise<unknown> = Promise.resolve();
-	#worker: WorkerIdentity | undefined;
-	#reloads = 0;
+	readonly #session: RuntimeSession;
+	readonly #framing: Framing;
+	readonly #lockAttempts: number;
 
 	constructor(options: RuntimeClientOptions) {
 		this.name = options.name ?? options.address;
-		this.#options = {
+		const master = options.master ?? false;
+		this.#session = new RuntimeSession({
 			address: options.address,
-			master: options.master ?? false,
+			master,
+			name: this.name,
 			timeoutMs: options.timeoutMs ?? 10_000,
-			bufsize: options.bufsize ?? DEFAULT_BUFSIZE,
-			lockAttempts: options.lockAttempts ?? 10,
-		};
+		});
+		this.#framing = { master, bufsize: options.bufsize ?? DEFAULT_BUFSIZE, endpoint: this.name };
+		this.#lockAttempts = options.lockAttempts ?? 10;
 	}
 
 	/** The worker seen by the last connection, and how many worker changes (reloads) this client noticed. */
 	get worker(): WorkerIdentity | undefined {
-		return this.#worker;
+		return this.#session.worker;
 	}
 	get reloadsSeen(): number {
-		return this.#reloads;
+		return this.#session.reloadsSeen;
 	}
 
 	/**
@@ -110,29 +112,16 @@ export class RuntimeClient {
 	run(command: string, options: { payload?: string; read?: boolean } = {}): Promise<string> {
 		let request: string;
 		try {
-			request = this.#request(command, options.payload);
+			request = frameRequest(command, options.payload, this.#framing);
 		} catch (e) {
 			return Promise.reject(e);
 		}
-		if (options.read === true && options.payload === undefined) {
-			const task = this.#barrier.then(() => this.#send(request, true));
-			const settled = task.catch(() => undefined);
-			this.#reads.add(settled);
-			void settled.then(() => this.#reads.delete(settled));
-			return task;
-		}
-		const prior = [this.#barrier, ...this.#reads];
-		this.#reads.clear();
-		const task = Promise.all(prior).then(() => this.#send(request, false));
-		this.#barrier = task.catch(() => undefined);
-		return task;
+		return this.#session.send(request, options.read === true && options.payload === undefined);
 	}
 
 	/** Runs `fn` while no other certificate write of this client runs (one transaction per HAProxy). */
 	exclusive<T>(fn: () => Promise<T>): Promise<T> {
-		const task = this.#writeQueue.then(fn);
-		this.#writeQueue = task.catch(() => undefined);
-		return task;
+		return this.#session.exclusive(fn);
 	}
 
 	/**
@@ -140,21 +129,13 @@ export class RuntimeClient {
 	 * master now routes to a new one. Returns the current worker. Cheap (one `show info`).
 	 */
 	async checkWorker(): Promise<WorkerIdentity> {
-		const seen = identity(parseInfo(await this.run("show info", { read: true })));
-		const known = this.#worker;
-		if (seen.stopping || (known !== undefined && known.pid !== seen.pid)) {
-			this.#connection?.close();
-			this.#connection = undefined;
-			if (seen.stopping) await this.run("show info", { read: true });
-			else this.#noteWorker(seen);
-		}
-		return this.#worker ?? seen;
+		const seen = workerIdentity(parseInfo(await this.run("show info", { read: true })));
+		if (this.#session.followWorker(seen) && seen.stopping) await this.run("show info", { read: true });
+		return this.#session.worker ?? seen;
 	}
 
-	async close(): Promise<void> {
-		await Promise.all([this.#barrier, ...this.#reads]);
-		this.#connection?.close();
-		this.#connection = undefined;
+	close(): Promise<void> {
+		return this.#session.close();
 	}
 
 	// --- typed operations -------------------------------------------------------------------------------
@@ -165,18 +146,13 @@ export class RuntimeClient {
 
 	/** `show ssl cert`: every name in the in-memory store, and the open transaction if any. */
 	async showCerts(): Promise<CertList> {
-		return parseCertList(await this.#ssl("show ssl cert", undefined, "show ssl cert", () => undefined, true));
+		return parseCertList(await this.#ssl({ command: "show ssl cert", subject: "show ssl cert", read: true }));
 	}
 
 	/** `show ssl cert <name>`; undefined when HAProxy does not know the name. `*name` shows a transaction. */
 	async showCert(name: string): Promise<CertDetail | undefined> {
-		const text = await this.#ssl(
-			`show ssl cert ${checkName(name, this.name)}`,
-			undefined,
-			name,
-			() => undefined,
-			true,
-		);
+		const command = `show ssl cert ${checkName(name, this.name)}`;
+		const text = await this.#ssl({ command, subject: name, read: true });
 		if (text.startsWith("Can't display the certificate")) return undefined;
 		if (!text.startsWith("Filename:")) throw this.#failed("show ssl cert", name, firstLine(text));
 		return parseCertDetail(text);
@@ -186,49 +162,42 @@ export class RuntimeClient {
 	async setCert(name: string, pem: string): Promise<"created" | "updated"> {
 		const payload = normalisePem(pem);
 		if (payload === "") throw this.#failed("set ssl cert", name, "the payload holds no PEM block");
-		const text = await this.#ssl(`set ssl cert ${checkName(name, this.name)}`, payload, name, (t) =>
-			expect.set(name, t),
-		);
+		const command = `set ssl cert ${checkName(name, this.name)}`;
+		const text = await this.#ssl({ command, payload, subject: name, check: (t) => expect.set(name, t) });
 		return text.startsWith("Transaction created") ? "created" : "updated";
 	}
 
 	async commitCert(name: string): Promise<void> {
-		await this.#ssl(`commit ssl cert ${checkName(name, this.name)}`, undefined, name, (t) =>
-			expect.commit(name, t),
-		);
+		const command = `commit ssl cert ${checkName(name, this.name)}`;
+		await this.#ssl({ command, subject: name, check: (t) => expect.commit(name, t) });
 	}
 
 	/** `abort ssl cert <name>`; false when there was no transaction to abort. */
 	async abortCert(name: string): Promise<boolean> {
-		const text = await this.#ssl(`abort ssl cert ${checkName(name, this.name)}`, undefined, name, (t) =>
-			t.startsWith("No ongoing transaction") ? undefined : expect.abort(name, t),
-		);
-		return !text.startsWith("No ongoing transaction");
+		const command = `abort ssl cert ${checkName(name, this.name)}`;
+		const none = (t: string) => t.startsWith("No ongoing transaction");
+		const text = await this.#ssl({
+			command,
+			subject: name,
+			check: (t) => (none(t) ? undefined : expect.abort(name, t)),
+		});
+		return !none(text);
 	}
 
 	async newCert(name: string): Promise<void> {
-		await this.#ssl(`new ssl cert ${checkName(name, this.name)}`, undefined, name, (t) =>
-			expect.new(name, t),
-		);
+		const command = `new ssl cert ${checkName(name, this.name)}`;
+		await this.#ssl({ command, subject: name, check: (t) => expect.new(name, t) });
 	}
 
 	async delCert(name: string): Promise<void> {
-		await this.#ssl(`del ssl cert ${checkName(name, this.name)}`, undefined, name, (t) =>
-			expect.del(name, t),
-		);
+		const command = `del ssl cert ${checkName(name, this.name)}`;
+		await this.#ssl({ command, subject: name, check: (t) => expect.del(name, t) });
 	}
 
 	/** `add ssl crt-list <list>`: a one-line payload when options or filters are given. */
 	async addCrtListEntry(list: string, certPath: string, entry: CrtListEntryOptions = {}): Promise<void> {
-		checkName(list, this.name);
-		checkName(certPath, this.name);
-		const parts = [certPath];
-		if (entry.sslOptions) parts.push(`[${entry.sslOptions.replace(/[\]\n]/g, "")}]`);
-		for (const f of entry.filters ?? []) parts.push(checkName(f, this.name));
-		const check = (t: string) => expect.addCrtList(certPath, t);
-		if (parts.length === 1)
-			await this.#ssl(`add ssl crt-list ${list} ${certPath}`, undefined, certPath, check);
-		else await this.#ssl(`add ssl crt-list ${list}`, `${parts.join(" ")}\n`, certPath, check);
+		const request = addCrtListCommand(list, certPath, entry, this.name);
+		await this.#ssl({ ...request, subject: certPath, check: (t) => expect.addCrtList(certPath, t) });
 	}
 
 	/** `del ssl crt-list <list> <cert>[:line]`. */
@@ -236,137 +205,44 @@ export class RuntimeClient {
 		checkName(list, this.name);
 		checkName(certPath, this.name);
 		const target = line === undefined ? certPath : `${certPath}:${line}`;
-		await this.#ssl(`del ssl crt-list ${list} ${target}`, undefined, certPath, (t) =>
-			expect.delCrtList(certPath, t),
-		);
+		const command = `del ssl crt-list ${list} ${target}`;
+		await this.#ssl({ command, subject: certPath, check: (t) => expect.delCrtList(certPath, t) });
 	}
 
 	/** `show ssl crt-list`: crt-list files and crt directories (named without trailing slash). */
 	async showCrtLists(): Promise<string[]> {
-		return parseCrtLists(
-			await this.#ssl("show ssl crt-list", undefined, "show ssl crt-list", () => undefined, true),
-		);
+		const command = "show ssl crt-list";
+		return parseCrtLists(await this.#ssl({ command, subject: command, read: true }));
 	}
 
 	/** `show ssl crt-list -n <list>`: its entries with line numbers; undefined for an unknown list. */
 	async showCrtList(list: string): Promise<CrtListEntry[] | undefined> {
-		const text = await this.#ssl(
-			`show ssl crt-list -n ${checkName(list, this.name)}`,
-			undefined,
-			list,
-			() => undefined,
-			true,
-		);
+		const command = `show ssl crt-list -n ${checkName(list, this.name)}`;
+		const text = await this.#ssl({ command, subject: list, read: true });
 		if (text.startsWith("didn't find the specified filename")) return undefined;
 		return parseCrtList(text);
 	}
 
 	// --- internals --------------------------------------------------------------------------------------
 
-	#request(command: string, payload: string | undefined): string {
-		if (command.includes("\n")) throw new Error("RuntimeClient.run: a command is one line");
-		const prefix = this.#options.master ? "@1 " : "";
-		const request = payload === undefined ? `${prefix}${command}\n` : `${prefix}${command} <<\n${payload}\n`;
-		if (payload !== undefined && /\n\n/.test(`\n${payload}`.replace(/\n$/, ""))) {
-			throw this.#failed(
-				command.split(" ").slice(0, 3).join(" "),
-				undefined,
-				"payload contains an empty line",
-			);
-		}
-		const tooLarge = payloadTooLarge({
-			size: Buffer.byteLength(request),
-			bufsize: this.#options.bufsize,
-			endpoint: this.name,
-			operation: command.split(" ").slice(0, 3).join(" "),
-		});
-		if (tooLarge) throw tooLarge;
-		return request;
-	}
-
-	async #send(request: string, retry: boolean): Promise<string> {
-		const connection = await this.#connect();
-		try {
-			return await connection.send(request, this.#options.timeoutMs);
-		} catch (e) {
-			if (this.#connection === connection && connection.closed) this.#connection = undefined;
-			if (!retry || !connection.closed) throw e;
-			return (await this.#connect()).send(request, this.#options.timeoutMs);
-		}
-	}
-
-	async #connect(): Promise<Connection> {
-		if (this.#connection && !this.#connection.closed) return this.#connection;
-		this.#connection = undefined;
-		this.#connecting ??= (async () => {
-			const connection = await this.#open();
-			const prefix = this.#options.master ? "@1 " : "";
-			try {
-				this.#noteWorker(
-					identity(parseInfo(await connection.send(`${prefix}show info\n`, this.#options.timeoutMs))),
-				);
-			} catch (e) {
-				connection.close();
-				throw e;
-			}
-			this.#connection = connection;
-			return connection;
-		})().finally(() => {
-			this.#connecting = undefined;
-		});
-		return this.#connecting;
-	}
-
-	/** Connects, retrying briefly: during a reload the master re-executes itself and refuses connections. */
-	async #open(): Promise<Connection> {
-		for (let attempt = 1; ; attempt++) {
-			try {
-				return await Connection.open(this.#options.address, this.name, this.#options.timeoutMs);
-			} catch (e) {
-				if (attempt >= CONNECT_ATTEMPTS || !isCertificateeError(e, "ENDPOINT_UNAVAILABLE")) throw e;
-				await sleep(50 * 2 ** attempt);
-			}
-		}
-	}
-
-	#noteWorker(seen: WorkerIdentity): void {
-		if (this.#worker !== undefined && this.#worker.pid !== seen.pid) this.#reloads += 1;
-		this.#worker = seen;
-	}
-
 	/** Runs a certificate command, retrying while HAProxy's certificate lock is held. */
-	async #ssl(
-		command: string,
-		payload: string | undefined,
-		subject: string,
-		check: (text: string) => string | undefined,
-		read = false,
-	): Promise<string> {
-		const operation = command.split(" ").slice(0, 3).join(" ");
+	async #ssl({ command, payload, subject, check = anyAnswer, read = false }: SslCommand): Promise<string> {
+		const operation = operationOf(command);
 		for (let attempt = 1; ; attempt++) {
 			const text = await this.run(command, { payload, read });
-			if (isLocked(text)) {
-				if (attempt >= this.#options.lockAttempts) {
-					throw new CertificateeError(
-						"RUNTIME_LOCKED",
-						`${operation} on ${this.name}: certificate operations stayed locked after ${attempt} attempts`,
-						{
-							context: { endpoint: this.name, certificate: subject, operation },
-							retryable: true,
-							hint: "another commit (or HAProxy's ACME updater) holds the certificate lock; retry later",
-						},
-					);
-				}
-				await sleep(Math.min(2 ** attempt * 5, 500) * (0.5 + Math.random()));
-				continue;
+			const answer = readAnswer(text, check);
+			switch (answer.kind) {
+				case "ok":
+					return answer.text;
+				case "locked":
+					if (attempt >= this.#lockAttempts) throw stayedLocked(this.name, operation, subject, attempt);
+					await sleep(lockBackoffMs(attempt, Math.random()));
+					break;
+				case "denied":
+					throw this.#failed(operation, subject, "Permission denied", "the stats socket needs `level admin`");
+				case "failed":
+					throw this.#failed(operation, subject, answer.problem, undefined, refusalCode(operation, text));
 			}
-			if (text.startsWith("Permission denied")) {
-				throw this.#failed(operation, subject, "Permission denied", "the stats socket needs `level admin`");
-			}
-			const problem = check(text);
-			if (problem !== undefined)
-				throw this.#failed(operation, subject, problem, undefined, refusalCode(operation, text));
-			return text;
 		}
 	}
 
@@ -377,33 +253,6 @@ export class RuntimeClient {
 		hint?: string,
 		code: ErrorCode = "RUNTIME_COMMAND_FAILED",
 	): CertificateeError {
-		return new CertificateeError(
-			code,
-			`${operation}${subject ? ` ${subject}` : ""} on ${this.name} failed: ${scrubSecrets(answer)}`,
-			{ context: { endpoint: this.name, certificate: subject, operation }, hint },
-		);
+		return commandFailed(this.name, operation, subject, answer, hint, code);
 	}
-}
-
-function identity(info: Record<string, string>): WorkerIdentity {
-	return {
-		...(info.Node ? { node: info.Node } : {}),
-		pid: Number(info.Pid ?? 0),
-		uptimeSec: Number(info.Uptime_sec ?? 0),
-		stopping: info.Stopping === "1",
-	};
-}
-
-function checkName(name: string, endpoint: string): string {
-	if (!SAFE_NAME.test(name)) {
-		throw new CertificateeError(
-			"RUNTIME_COMMAND_FAILED",
-			`refused an unsafe certificate or crt-list name for ${endpoint}`,
-			{
-				context: { endpoint, certificate: name.replace(/[\s\0]/g, "?"), operation: "validate name" },
-				hint: "names may not contain whitespace, NUL, '<', '>', ';' or '#'",
-			},
-		);
-	}
-	return name;
 }
