@@ -1,0 +1,240 @@
+/**
+ * apply() of a haproxy-runtime endpoint: one Action, performed on the files in crt_dir, a crt-list file or
+ * HAProxy's memory, and reported as a value (never thrown). Nothing here reloads HAProxy.
+ */
+import { readFile } from "node:fs/promises";
+import { isAbsolute } from "node:path";
+import { type Bundle, checkBundle, combinedPem, commonName } from "../../certificates/index.js";
+import { CertificateeError } from "../../errors.js";
+import type { Action, ActionResult } from "../../reconcile/model.js";
+import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
+import { appendLine, linesMaybeNaming, removeCertificateLines } from "../haproxy/crt-list.js";
+import { checkNameRemoval } from "../haproxy/guard.js";
+import { endpointError, type RuntimeContext } from "./context.js";
+import { editCrtListFile } from "./crt-list-files.js";
+import { servedNames } from "./observe.js";
+import type { CertDetail } from "./parse.js";
+import { chainNames, leafMeta, refPath, removeFile, writeAtomic } from "./storage.js";
+import { addCertificate, updateCertificate } from "./transaction.js";
+
+type ActionOf<Op extends Action["op"]> = Extract<Action, { op: Op }>;
+
+export async function applyRuntimeAction(
+	ctx: RuntimeContext,
+	action: Action,
+	signal: AbortSignal,
+): Promise<ActionResult> {
+	try {
+		signal.throwIfAborted();
+		return await perform(ctx, action);
+	} catch (e) {
+		const error = endpointError(ctx, e, action.op);
+		const result: ActionResult = { action, ok: false, error };
+		if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
+			result.note = PENDING_RELOAD_NOTE;
+		}
+		return result;
+	}
+}
+
+function perform(ctx: RuntimeContext, action: Action): Promise<ActionResult> {
+	switch (action.op) {
+		case "storage-create":
+		case "storage-replace":
+			return writeStorage(ctx, action);
+		case "storage-delete":
+			return deleteStorage(ctx, action);
+		case "crt-list-file-remove":
+			return removeFromCrtListFile(action);
+		case "crt-list-file-add":
+			return addToCrtListFile(action);
+		case "runtime-set":
+			return setRuntime(ctx, action);
+		case "runtime-add":
+			return addRuntime(ctx, action);
+		case "crt-list-remove":
+			return removeFromCrtList(ctx, action);
+		case "runtime-delete":
+			return deleteRuntime(ctx, action);
+		case "runtime-reinsert":
+			return reinsert(ctx, action);
+		default: {
+			const never: never = action;
+			throw new Error(`unknown action ${JSON.stringify(never)}`);
+		}
+	}
+}
+
+async function writeStorage(
+	ctx: RuntimeContext,
+	action: ActionOf<"storage-create" | "storage-replace">,
+): Promise<ActionResult> {
+	await writeAtomic(ctx.config.crt_dir, action.ref, combinedPem(action.bundle));
+	return { action, ok: true };
+}
+
+/** Refused while a crt-list file still names the file: HAProxy's next reload would fail on it. */
+async function deleteStorage(ctx: RuntimeContext, action: ActionOf<"storage-delete">): Promise<ActionResult> {
+	const { config } = ctx;
+	const namedBy = await crtListFilesNaming(ctx, ctx.runtimeName(action.ref));
+	if (namedBy.length > 0) {
+		const error = new CertificateeError(
+			"ENDPOINT_ERROR",
+			`${config.name}: not deleting ${action.ref}: ${namedBy.join(", ")} still name it, and HAProxy's next reload would fail`,
+			{
+				context: {
+					endpoint: config.name,
+					target: config.name,
+					ref: action.ref,
+					file: namedBy[0] as string,
+					operation: "storage-delete",
+				},
+				hint: "remove its line from the crt-list file first; the next cycle retries",
+			},
+		);
+		return { action, ok: false, error };
+	}
+	return (await removeFile(config.crt_dir, action.ref))
+		? { action, ok: true }
+		: { action, ok: true, note: "file already gone" };
+}
+
+/** The crt-list files on disk whose lines name `name` now (read again: the last observation may be old). */
+async function crtListFilesNaming(ctx: RuntimeContext, name: string): Promise<string[]> {
+	const naming: string[] = [];
+	for (const list of ctx.crtListFiles) {
+		if (!list.editable) {
+			if ((list.lines?.[name]?.length ?? 0) > 0) naming.push(list.name);
+			continue;
+		}
+		const text = await readFile(list.name, "utf8").catch((e: NodeJS.ErrnoException) => {
+			if (e.code === "ENOENT") return "";
+			throw e;
+		});
+		if (linesMaybeNaming(text, name, { listPath: list.name }).length > 0) naming.push(list.name);
+	}
+	return naming;
+}
+
+async function removeFromCrtListFile(action: ActionOf<"crt-list-file-remove">): Promise<ActionResult> {
+	const listPath = action.crtList;
+	const changed = await editCrtListFile(
+		listPath,
+		(text) => removeCertificateLines(text, action.runtimeName, { listPath }).text,
+	);
+	return changed ? { action, ok: true } : { action, ok: true, note: `no line of ${listPath} names it` };
+}
+
+async function addToCrtListFile(action: ActionOf<"crt-list-file-add">): Promise<ActionResult> {
+	const listPath = action.crtList;
+	const changed = await editCrtListFile(listPath, (text) =>
+		removeCertificateLines(text, action.runtimeName, { listPath }).removed.length > 0
+			? text
+			: appendLine(text, action.runtimeName),
+	);
+	return changed ? { action, ok: true } : { action, ok: true, note: `already in ${listPath}` };
+}
+
+/** Replaces what HAProxy holds, unless the bundle is unusable or drops names it serves (allow_name_removal). */
+async function setRuntime(ctx: RuntimeContext, action: ActionOf<"runtime-set">): Promise<ActionResult> {
+	const invalid = checkSendable(ctx, action.bundle, action.ref);
+	if (invalid) return { action, ok: false, error: invalid };
+	const current = await ctx.client.showCert(action.runtimeName);
+	const refused = current
+		? checkNameRemoval({
+				current: servedNames(current),
+				next: [...action.bundle.leaf.dnsNames, ...action.bundle.leaf.ipAddresses],
+				allowNameRemoval: ctx.config.allow_name_removal,
+				endpoint: ctx.config.name,
+				ref: action.ref,
+			})
+		: undefined;
+	if (refused) return { action, ok: false, error: refused };
+	await updateCertificate(ctx.client, action.runtimeName, combinedPem(action.bundle));
+	return { action, ok: true };
+}
+
+/** Makes a new certificate live through its crt-list; without that list in HAProxy it waits for a reload. */
+async function addRuntime(ctx: RuntimeContext, action: ActionOf<"runtime-add">): Promise<ActionResult> {
+	const invalid = checkSendable(ctx, action.bundle, action.ref);
+	if (invalid) return { action, ok: false, error: invalid };
+	const list = action.crtList || ctx.config.crt_list || ctx.dirName;
+	if (!(await ctx.client.showCrtLists()).includes(list)) {
+		return {
+			action,
+			ok: true,
+			note: `pending reload: HAProxy has no crt-list "${list}" to add ${action.runtimeName} to; the file on disk is loaded at the next reload`,
+		};
+	}
+	const write = await addCertificate(ctx.client, action.runtimeName, combinedPem(action.bundle), list);
+	return write.addedToCrtList
+		? { action, ok: true }
+		: { action, ok: true, note: `already in crt-list ${list}` };
+}
+
+async function removeFromCrtList(
+	ctx: RuntimeContext,
+	action: ActionOf<"crt-list-remove">,
+): Promise<ActionResult> {
+	const entries = await ctx.client.showCrtList(action.crtList);
+	if (!entries?.some((e) => e.file === action.runtimeName)) {
+		return { action, ok: true, note: `not in crt-list ${action.crtList}` };
+	}
+	await ctx.client.delCrtListEntry(action.crtList, action.runtimeName);
+	return { action, ok: true };
+}
+
+async function deleteRuntime(ctx: RuntimeContext, action: ActionOf<"runtime-delete">): Promise<ActionResult> {
+	if ((await ctx.client.showCert(action.runtimeName)) === undefined) {
+		return { action, ok: true, note: "not in HAProxy's store" };
+	}
+	await ctx.client.delCert(action.runtimeName);
+	return { action, ok: true };
+}
+
+/**
+ * Commits a ref again with the content HAProxy already holds (its file, when the file holds the same leaf
+ * and chain), so its SNI entries go behind the keeper just written. Never sends other content.
+ */
+async function reinsert(ctx: RuntimeContext, action: ActionOf<"runtime-reinsert">): Promise<ActionResult> {
+	const held = await ctx.client.showCert(action.runtimeName);
+	if (held === undefined) return { action, ok: true, note: "not in HAProxy's store" };
+	// A ref outside crt_dir is named by its absolute path: read there (never written).
+	const path =
+		action.ref === action.runtimeName && isAbsolute(action.ref)
+			? action.ref
+			: refPath(ctx.config.crt_dir, action.ref);
+	const pem = await readFile(path, "utf8").catch(() => undefined);
+	if (pem === undefined || !holdsWhatIsServed(pem, held)) {
+		const { name } = ctx.config;
+		const error = new CertificateeError(
+			"ENDPOINT_ERROR",
+			`${name}: cannot re-insert ${action.runtimeName}: its file does not hold what HAProxy serves`,
+			{
+				context: { endpoint: name, target: name, ref: action.ref, operation: action.op },
+				hint: "the names it shares with the keeper are served by it until it is removed or a reload",
+			},
+		);
+		return { action, ok: false, error };
+	}
+	await updateCertificate(ctx.client, action.runtimeName, pem);
+	return { action, ok: true };
+}
+
+/** The file holds the leaf HAProxy serves and the same chain (by subject and issuer names). */
+function holdsWhatIsServed(pem: string, held: CertDetail): boolean {
+	const fileChain = chainNames(pem);
+	const sameChain =
+		fileChain.length === held.chain.length &&
+		fileChain.every(
+			(c, i) =>
+				c.subject === commonName(held.chain[i]?.subject ?? "") &&
+				c.issuer === commonName(held.chain[i]?.issuer ?? ""),
+		);
+	return leafMeta(pem).sha1 === held.sha1 && sameChain;
+}
+
+/** HAProxy accepts expired certificates: certificatee checks dates (and chain) itself. */
+function checkSendable(ctx: RuntimeContext, bundle: Bundle, ref: string): CertificateeError | undefined {
+	return checkBundle(bundle, { source: `${ctx.config.name} ${ref}`, now: ctx.now() })[0];
+}
