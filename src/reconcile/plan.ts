@@ -3,6 +3,7 @@
  * converged endpoint plans nothing. Order: every keeper's writes (storage before runtime, so a later reload
  * never brings back old content), then duplicate removals (crt-list, runtime, storage: never a reload).
  */
+import type { Bundle } from "../certificates/types.js";
 import type { Verdict } from "./classify.js";
 import type { Action, DesiredCertificate, ObservedCrtList, ObservedRef, ServedCertificate } from "./model.js";
 import { planServing, type ServingAfter } from "./serving.js";
@@ -40,167 +41,206 @@ export interface PlanInput {
 }
 
 export function planEndpoint(input: PlanInput): EndpointPlan {
-	const keeperSteps: PlannedStep[] = [];
-	const removalSteps: PlannedStep[] = [];
-	const notes: string[] = [];
-	const runtimeName = (ref: string) => input.refs.get(ref)?.runtimeName ?? input.runtimeNameFor(ref);
-	const crtListFile = (name: string) => {
-		const list = input.crtLists?.get(name);
-		return list?.kind === "file" ? list : undefined;
-	};
-
-	const write = (
-		into: PlannedStep[],
-		ref: string,
-		certificate: string,
-		side: "storage-replace" | "storage-create" | "runtime-set" | "runtime-add",
-		why: string,
-	) => {
-		const desired = input.desired.get(certificate);
-		if (desired === undefined) return;
-		const bundle = desired.bundle;
-		switch (side) {
-			case "storage-replace":
-			case "storage-create":
-				into.push({ action: { op: side, ref, certificate, bundle }, why });
-				return;
-			case "runtime-set":
-				into.push({ action: { op: side, ref, runtimeName: runtimeName(ref), certificate, bundle }, why });
-				return;
-			case "runtime-add": {
-				const crtList = input.newCertificateCrtList;
-				if (crtList === undefined) {
-					notes.push(
-						`${ref}: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)`,
-					);
-					return;
-				}
-				// The file first: a reload at any moment after it loads the certificate from storage.
-				const file = crtListFile(crtList);
-				if (file?.editable) {
-					into.push({
-						action: { op: "crt-list-file-add", ref, runtimeName: runtimeName(ref), crtList },
-						why,
-					});
-				} else if (file) {
-					// Made live only where a reload keeps serving it: when its directory is itself a crt directory.
-					const name = runtimeName(ref);
-					const dir = name.slice(0, name.lastIndexOf("/"));
-					const loadedFromDir = [...(input.crtLists?.values() ?? [])].some(
-						(l) => l.kind === "directory" && l.name.replace(/\/+$/, "") === dir,
-					);
-					if (!loadedFromDir) {
-						notes.push(
-							`${ref}: written to storage, not made live: pending a configuration change: add the line "${name}" to the crt-list file ${crtList}, then reload (a runtime-only add would be lost at the next reload)`,
-						);
-						return;
-					}
-					notes.push(
-						`${ref}: made live through ${crtList} in memory; the file does not name it, so after a reload HAProxy serves it from the crt directory ${dir} (add the line "${name}" to ${crtList} to keep its options)`,
-					);
-				}
-				into.push({
-					action: { op: side, ref, runtimeName: runtimeName(ref), crtList, certificate, bundle },
-					why,
-				});
-				return;
-			}
-		}
-	};
-
-	const removeDuplicate = (ref: string, why: string) => {
-		const observed = input.refs.get(ref);
-		if (observed === undefined) return;
-		const name = runtimeName(ref);
-		// Files first, then memory, then the certificate file: a reload at any moment finds every file it reads.
-		const files = [...(input.crtLists?.values() ?? [])].filter(
-			(l) =>
-				l.kind === "file" &&
-				l.editable &&
-				(observed.crtLists.includes(l.name) || (l.lines?.[name]?.length ?? 0) > 0),
-		);
-		for (const file of files) {
-			removalSteps.push({
-				action: { op: "crt-list-file-remove", ref, runtimeName: name, crtList: file.name },
-				why,
-			});
-		}
-		if (observed.runtime) {
-			for (const crtList of observed.crtLists) {
-				removalSteps.push({ action: { op: "crt-list-remove", ref, runtimeName: name, crtList }, why });
-			}
-			removalSteps.push({ action: { op: "runtime-delete", ref, runtimeName: name }, why });
-		}
-		if (observed.storage) removalSteps.push({ action: { op: "storage-delete", ref }, why });
-	};
-
-	for (const v of input.verdicts) {
-		switch (v.class) {
-			case "in-sync":
-			case "refused":
-			case "ambiguous":
-			case "unmanaged":
-			case "shadowed":
-			case "unaddressable":
-				break;
-			case "missing":
-				write(keeperSteps, v.ref, v.certificate, "storage-create", "missing");
-				write(keeperSteps, v.ref, v.certificate, "runtime-add", "missing");
-				break;
-			case "stale": {
-				const why = "stale";
-				if (v.sides.includes("storage")) write(keeperSteps, v.ref, v.certificate, "storage-replace", why);
-				if (v.missingSides.includes("storage"))
-					write(keeperSteps, v.ref, v.certificate, "storage-create", "missing in storage");
-				if (v.sides.includes("runtime")) write(keeperSteps, v.ref, v.certificate, "runtime-set", why);
-				if (v.missingSides.includes("runtime"))
-					write(keeperSteps, v.ref, v.certificate, "runtime-add", "missing in runtime");
-				break;
-			}
-			case "legacy-duplicate":
-				if (v.keeperStable && input.legacyDuplicates === "remove") {
-					removeDuplicate(v.ref, `legacy duplicate of ${v.keeper}`);
-				} else {
-					const why = v.keeperStable
-						? "legacy duplicate kept current (legacy_duplicates: report)"
-						: `legacy duplicate kept current until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`;
-					if (v.staleSides.includes("storage"))
-						write(keeperSteps, v.ref, v.certificate, "storage-replace", why);
-					if (v.staleSides.includes("runtime")) write(keeperSteps, v.ref, v.certificate, "runtime-set", why);
-				}
-				break;
-			case "deleted-pending-reload":
-				// Never write its storage file again: a duplicate is never recreated.
-				if (v.keeperStable && input.legacyDuplicates === "remove") {
-					removeDuplicate(v.ref, `legacy duplicate of ${v.keeper}, already gone from storage`);
-				} else if (v.runtimeStale) {
-					write(
-						keeperSteps,
-						v.ref,
-						v.certificate,
-						"runtime-set",
-						`deleted duplicate kept current in runtime until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`,
-					);
-				}
-				break;
-			case "pinned":
-				if (v.staleSides.includes("storage"))
-					write(keeperSteps, v.ref, v.certificate, "storage-replace", "pinned duplicate kept current");
-				if (v.staleSides.includes("runtime"))
-					write(keeperSteps, v.ref, v.certificate, "runtime-set", "pinned duplicate kept current");
-				break;
-			default: {
-				const never: never = v;
-				throw new Error(`unhandled verdict ${JSON.stringify(never)}`);
-			}
-		}
-	}
+	const plan: Planning = { input, keeperSteps: [], removalSteps: [], notes: [] };
+	for (const v of input.verdicts) planVerdict(plan, v);
 	const serving = planServing({
-		steps: [...keeperSteps, ...removalSteps],
+		steps: [...plan.keeperSteps, ...plan.removalSteps],
 		refs: input.refs,
 		desired: input.desired,
 		...(input.served ? { served: input.served } : {}),
 		reinserts: input.reinserts === true,
 	});
-	return { steps: serving.steps, notes, servingAfter: serving.servingAfter, shadowed: serving.shadowed };
+	return {
+		steps: serving.steps,
+		notes: plan.notes,
+		servingAfter: serving.servingAfter,
+		shadowed: serving.shadowed,
+	};
+}
+
+/** The plan being built: keepers' writes first, duplicate removals after. */
+interface Planning {
+	input: PlanInput;
+	keeperSteps: PlannedStep[];
+	removalSteps: PlannedStep[];
+	notes: string[];
+}
+
+type WriteSide = "storage-replace" | "storage-create" | "runtime-set" | "runtime-add";
+
+function planVerdict(plan: Planning, v: Verdict): void {
+	switch (v.class) {
+		case "in-sync":
+		case "refused":
+		case "ambiguous":
+		case "unmanaged":
+		case "shadowed":
+		case "unaddressable":
+			return;
+		case "missing":
+			write(plan, v.ref, v.certificate, "storage-create", "missing");
+			write(plan, v.ref, v.certificate, "runtime-add", "missing");
+			return;
+		case "stale":
+			planStale(plan, v);
+			return;
+		case "legacy-duplicate":
+			planLegacyDuplicate(plan, v);
+			return;
+		case "deleted-pending-reload":
+			planDeletedDuplicate(plan, v);
+			return;
+		case "pinned":
+			if (v.staleSides.includes("storage"))
+				write(plan, v.ref, v.certificate, "storage-replace", "pinned duplicate kept current");
+			if (v.staleSides.includes("runtime"))
+				write(plan, v.ref, v.certificate, "runtime-set", "pinned duplicate kept current");
+			return;
+		default: {
+			const never: never = v;
+			throw new Error(`unhandled verdict ${JSON.stringify(never)}`);
+		}
+	}
+}
+
+/** Stale sides are replaced; a side that lacks the keeper gets it. */
+function planStale(plan: Planning, v: Extract<Verdict, { class: "stale" }>): void {
+	const why = "stale";
+	if (v.sides.includes("storage")) write(plan, v.ref, v.certificate, "storage-replace", why);
+	if (v.missingSides.includes("storage"))
+		write(plan, v.ref, v.certificate, "storage-create", "missing in storage");
+	if (v.sides.includes("runtime")) write(plan, v.ref, v.certificate, "runtime-set", why);
+	if (v.missingSides.includes("runtime"))
+		write(plan, v.ref, v.certificate, "runtime-add", "missing in runtime");
+}
+
+/** Removed once its keeper is stable (legacy_duplicates: remove); until then kept current. */
+function planLegacyDuplicate(plan: Planning, v: Extract<Verdict, { class: "legacy-duplicate" }>): void {
+	if (v.keeperStable && plan.input.legacyDuplicates === "remove") {
+		removeDuplicate(plan, v.ref, `legacy duplicate of ${v.keeper}`);
+		return;
+	}
+	const why = v.keeperStable
+		? "legacy duplicate kept current (legacy_duplicates: report)"
+		: `legacy duplicate kept current until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`;
+	if (v.staleSides.includes("storage")) write(plan, v.ref, v.certificate, "storage-replace", why);
+	if (v.staleSides.includes("runtime")) write(plan, v.ref, v.certificate, "runtime-set", why);
+}
+
+/** A duplicate already gone from storage: its storage file is never written again (never recreated). */
+function planDeletedDuplicate(
+	plan: Planning,
+	v: Extract<Verdict, { class: "deleted-pending-reload" }>,
+): void {
+	if (v.keeperStable && plan.input.legacyDuplicates === "remove") {
+		removeDuplicate(plan, v.ref, `legacy duplicate of ${v.keeper}, already gone from storage`);
+	} else if (v.runtimeStale) {
+		write(
+			plan,
+			v.ref,
+			v.certificate,
+			"runtime-set",
+			`deleted duplicate kept current in runtime until ${v.keeper} is stable${v.keeperUnstable ? `: ${v.keeperUnstable}` : ""}`,
+		);
+	}
+}
+
+function runtimeNameOf(input: PlanInput, ref: string): string {
+	return input.refs.get(ref)?.runtimeName ?? input.runtimeNameFor(ref);
+}
+
+/** One write of a desired certificate to one side of `ref`; nothing when the certificate is not desired. */
+function write(plan: Planning, ref: string, certificate: string, side: WriteSide, why: string): void {
+	const desired = plan.input.desired.get(certificate);
+	if (desired === undefined) return;
+	const bundle = desired.bundle;
+	switch (side) {
+		case "storage-replace":
+		case "storage-create":
+			plan.keeperSteps.push({ action: { op: side, ref, certificate, bundle }, why });
+			return;
+		case "runtime-set": {
+			const runtimeName = runtimeNameOf(plan.input, ref);
+			plan.keeperSteps.push({ action: { op: side, ref, runtimeName, certificate, bundle }, why });
+			return;
+		}
+		case "runtime-add":
+			planRuntimeAdd(plan, ref, certificate, bundle, why);
+			return;
+	}
+}
+
+/**
+ * A new certificate made live through the configured crt-list: its file gets the line first (a reload at any
+ * moment after it loads the certificate from storage); a list file certificatee cannot edit keeps it pending.
+ */
+function planRuntimeAdd(plan: Planning, ref: string, certificate: string, bundle: Bundle, why: string): void {
+	const { input, notes } = plan;
+	const crtList = input.newCertificateCrtList;
+	if (crtList === undefined) {
+		notes.push(
+			`${ref}: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)`,
+		);
+		return;
+	}
+	const runtimeName = runtimeNameOf(input, ref);
+	const list = input.crtLists?.get(crtList);
+	const file = list?.kind === "file" ? list : undefined;
+	if (file?.editable) {
+		plan.keeperSteps.push({ action: { op: "crt-list-file-add", ref, runtimeName, crtList }, why });
+	} else if (file && !notedUneditableList(plan, ref, runtimeName, crtList)) {
+		return;
+	}
+	plan.keeperSteps.push({
+		action: { op: "runtime-add", ref, runtimeName, crtList, certificate, bundle },
+		why,
+	});
+}
+
+/**
+ * A crt-list file certificatee does not edit: the certificate is made live only where a reload keeps serving
+ * it, when its directory is itself a crt directory. Notes either way; returns whether to add it at runtime.
+ */
+function notedUneditableList(plan: Planning, ref: string, name: string, crtList: string): boolean {
+	const dir = name.slice(0, name.lastIndexOf("/"));
+	const loadedFromDir = [...(plan.input.crtLists?.values() ?? [])].some(
+		(l) => l.kind === "directory" && l.name.replace(/\/+$/, "") === dir,
+	);
+	if (!loadedFromDir) {
+		plan.notes.push(
+			`${ref}: written to storage, not made live: pending a configuration change: add the line "${name}" to the crt-list file ${crtList}, then reload (a runtime-only add would be lost at the next reload)`,
+		);
+		return false;
+	}
+	plan.notes.push(
+		`${ref}: made live through ${crtList} in memory; the file does not name it, so after a reload HAProxy serves it from the crt directory ${dir} (add the line "${name}" to ${crtList} to keep its options)`,
+	);
+	return true;
+}
+
+/** Files first, then memory, then the certificate file: a reload at any moment finds every file it reads. */
+function removeDuplicate(plan: Planning, ref: string, why: string): void {
+	const { input, removalSteps } = plan;
+	const observed = input.refs.get(ref);
+	if (observed === undefined) return;
+	const name = runtimeNameOf(input, ref);
+	const files = [...(input.crtLists?.values() ?? [])].filter(
+		(l) =>
+			l.kind === "file" &&
+			l.editable &&
+			(observed.crtLists.includes(l.name) || (l.lines?.[name]?.length ?? 0) > 0),
+	);
+	for (const file of files) {
+		removalSteps.push({
+			action: { op: "crt-list-file-remove", ref, runtimeName: name, crtList: file.name },
+			why,
+		});
+	}
+	if (observed.runtime) {
+		for (const crtList of observed.crtLists) {
+			removalSteps.push({ action: { op: "crt-list-remove", ref, runtimeName: name, crtList }, why });
+		}
+		removalSteps.push({ action: { op: "runtime-delete", ref, runtimeName: name }, why });
+	}
+	if (observed.storage) removalSteps.push({ action: { op: "storage-delete", ref }, why });
 }
