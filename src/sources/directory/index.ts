@@ -48,29 +48,16 @@ export function createDirectorySource(
 ): WatchableSource {
 	const clock = deps.clock ?? (() => new Date());
 	let previous = new Map<string, DesiredCertificate>();
-	const cache = createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs });
-	const limit = pLimit(READ_CONCURRENCY);
-	const subjectOf = (c: Candidate) =>
-		candidateFiles(c)
-			.map((f) => join(config.path, f))
-			.join(" + ");
+	const reader: CandidateReader = {
+		cache: createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs }),
+		limit: pLimit(READ_CONCURRENCY),
+	};
 
 	async function load(signal: AbortSignal) {
 		const now = clock();
-		let files: string[];
-		try {
-			files = (await readdir(config.path, { withFileTypes: true }))
-				.filter((e) => !e.isDirectory())
-				.map((e) => e.name);
-		} catch (e) {
-			const error = new CertificateeError(
-				"SOURCE_UNREADABLE",
-				`source "${config.name}": cannot read directory ${config.path}: ${describeError(e)}`,
-				{ context: { file: config.path }, hint: "check the path and its permissions", retryable: true },
-			);
-			// Keep serving what was valid before rather than dropping every certificate.
-			return { certificates: [...previous.values()], problems: [{ subject: config.path, error }] };
-		}
+		const files = await listFiles(config);
+		// Keep serving what was valid before rather than dropping every certificate.
+		if (!Array.isArray(files)) return { certificates: [...previous.values()], problems: [files] };
 		const grouped = groupFiles(files);
 		const problems: SourceProblem[] = grouped.problems.map((p) => ({
 			subject: join(config.path, p.file),
@@ -78,43 +65,14 @@ export function createDirectorySource(
 				context: { file: join(config.path, p.file) },
 			}),
 		}));
-		const loaded: LoadedFile[] = [];
-		const invalid = new Set<string>();
-		cache.retain(new Set(grouped.candidates.map((c) => c.name)));
-		const results = await Promise.all(
-			grouped.candidates.map((c) =>
-				limit(async () => {
-					signal.throwIfAborted();
-					try {
-						return await loadCandidate(cache, config.path, c, now);
-					} catch (e) {
-						return { ok: false as const, unreadable: e };
-					}
-				}),
-			),
+		const { loaded, invalid } = await loadCandidates(
+			reader,
+			config.path,
+			grouped.candidates,
+			now,
+			problems,
+			signal,
 		);
-		for (const [i, c] of grouped.candidates.entries()) {
-			const result = results[i] as Loaded | { ok: false; unreadable: unknown };
-			const subject = subjectOf(c);
-			if (result.ok) loaded.push({ name: c.name, subject, bundle: result.bundle });
-			else if ("unreadable" in result) {
-				invalid.add(c.name);
-				problems.push({
-					subject,
-					error: new CertificateeError(
-						"SOURCE_UNREADABLE",
-						`${subject}: ${describeError(result.unreadable)}`,
-						{
-							context: { file: subject },
-							retryable: true,
-						},
-					),
-				});
-			} else {
-				invalid.add(c.name);
-				for (const error of result.problems) problems.push({ subject, error });
-			}
-		}
 		signal.throwIfAborted();
 		const { served, skipped } = selectNewest({
 			loaded,
@@ -133,25 +91,98 @@ export function createDirectorySource(
 		return { certificates: served, problems };
 	}
 
-	function watch(onChange: () => void): () => void {
-		let timer: NodeJS.Timeout | undefined;
-		let watcher: FSWatcher | undefined;
-		const fire = () => {
-			clearTimeout(timer);
-			timer = setTimeout(onChange, config.debounce);
-		};
-		try {
-			watcher = fsWatch(config.path, { persistent: false }, fire);
-			// The directory may disappear; the next load reports it.
-			watcher.on("error", fire);
-		} catch {
-			// Not watchable now (missing): periodic loads still pick it up.
-		}
-		return () => {
-			clearTimeout(timer);
-			watcher?.close();
-		};
-	}
+	return { name: config.name, load, watch: (onChange) => watchDirectory(config, onChange) };
+}
 
-	return { name: config.name, load, watch };
+/** The names of the files in the directory, or the problem that it cannot be read. */
+async function listFiles(config: DirectorySourceConfig): Promise<string[] | SourceProblem> {
+	try {
+		return (await readdir(config.path, { withFileTypes: true }))
+			.filter((e) => !e.isDirectory())
+			.map((e) => e.name);
+	} catch (e) {
+		const error = new CertificateeError(
+			"SOURCE_UNREADABLE",
+			`source "${config.name}": cannot read directory ${config.path}: ${describeError(e)}`,
+			{ context: { file: config.path }, hint: "check the path and its permissions", retryable: true },
+		);
+		return { subject: config.path, error };
+	}
+}
+
+/** The parsed-file cache and the read concurrency of one source. */
+interface CandidateReader {
+	cache: ParsedCache;
+	limit: ReturnType<typeof pLimit>;
+}
+
+/**
+ * Loads every candidate (READ_CONCURRENCY at a time); an invalid or unreadable one is a problem, added to
+ * `problems` in the candidates' order.
+ */
+async function loadCandidates(
+	{ cache, limit }: CandidateReader,
+	dir: string,
+	candidates: readonly Candidate[],
+	now: Date,
+	problems: SourceProblem[],
+	signal: AbortSignal,
+): Promise<{ loaded: LoadedFile[]; invalid: Set<string> }> {
+	const loaded: LoadedFile[] = [];
+	const invalid = new Set<string>();
+	cache.retain(new Set(candidates.map((c) => c.name)));
+	const results = await Promise.all(
+		candidates.map((c) =>
+			limit(async () => {
+				signal.throwIfAborted();
+				try {
+					return await loadCandidate(cache, dir, c, now);
+				} catch (e) {
+					return { ok: false as const, unreadable: e };
+				}
+			}),
+		),
+	);
+	for (const [i, c] of candidates.entries()) {
+		const result = results[i] as Loaded | { ok: false; unreadable: unknown };
+		const subject = candidateFiles(c)
+			.map((f) => join(dir, f))
+			.join(" + ");
+		if (result.ok) loaded.push({ name: c.name, subject, bundle: result.bundle });
+		else if ("unreadable" in result) {
+			invalid.add(c.name);
+			problems.push({
+				subject,
+				error: new CertificateeError("SOURCE_UNREADABLE", `${subject}: ${describeError(result.unreadable)}`, {
+					context: { file: subject },
+					retryable: true,
+				}),
+			});
+		} else {
+			invalid.add(c.name);
+			for (const error of result.problems) problems.push({ subject, error });
+		}
+	}
+	return { loaded, invalid };
+}
+
+/** Calls onChange once the directory has been quiet for `debounce`; returns the stop function. */
+function watchDirectory(config: DirectorySourceConfig, onChange: () => void): () => void {
+	let timer: NodeJS.Timeout | undefined;
+	let watcher: FSWatcher | undefined;
+	const fire = () => {
+		clearTimeout(timer);
+		timer = setTimeout(onChange, config.debounce);
+	};
+	try {
+		watcher = fsWatch(config.path, { persistent: false }, fire);
+		// The directory may disappear; the next load reports it.
+		watcher.on("error", fire);
+	} catch {
+		// Not watchable now (missing): periodic loads still pick it up.
+	}
+	return () => {
+		clearTimeout(timer);
+		watcher?.close();
+	};
 }
