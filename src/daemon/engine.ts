@@ -11,7 +11,7 @@ import type { CycleDeps } from "../reconcile/cycle.js";
 import type { DesiredSet } from "../reconcile/model.js";
 import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
-import { buildSources } from "../sources/registry.js";
+import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
 import { orphanStaging } from "../targets/directory/orphans.js";
 import { storedFleetMemory } from "../targets/fleet-memory.js";
@@ -39,7 +39,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	const now = options.now ?? (() => new Date());
 	const store = await openFileStore(config.state_dir, { readOnly: options.readOnly });
 	const targets: BuiltTarget[] = [];
-	let built: ReturnType<typeof buildSources>;
+	let built: BuiltSources | undefined;
 	try {
 		built = buildSources(config.sources, {
 			stateDir: config.state_dir,
@@ -64,8 +64,8 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 				}),
 			);
 	} catch (e) {
+		await Promise.allSettled([built?.close(), ...targets.map((t) => t.close())]);
 		store.close();
-		await Promise.all(targets.map((t) => t.close()));
 		throw e;
 	}
 	const { sources, issuers } = built;
@@ -82,6 +82,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 			);
 		}
 	}
+	const parts = built;
 	const acmeIssuers = new Set(config.sources.filter((s) => s.type === "acme").map((s) => s.name));
 	const load = createDesiredLoader(
 		{
@@ -138,8 +139,11 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		},
 		async close() {
 			for (const stop of watchers.splice(0)) stop();
-			await Promise.all(targets.map((t) => t.close()));
+			// Every part is closed even when one fails; the store (and its lock) last, once nothing can write.
+			const outcomes = await Promise.allSettled([parts.close(), ...targets.map((t) => t.close())]);
 			store.close();
+			const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
+			if (failed) throw failed.reason;
 		},
 	};
 }

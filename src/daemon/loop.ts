@@ -10,11 +10,12 @@ import { describeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { LoopHealth } from "../metrics/health.js";
 import type { Metrics } from "../metrics/index.js";
-import { startHealthServer } from "../metrics/server.js";
+import { type HealthServer, startHealthServer } from "../metrics/server.js";
 import { type StatusDocument, statusDocument } from "../metrics/status-view.js";
 import { type CycleDeps, runCycle } from "../reconcile/cycle.js";
 import { type CycleReport, cycleFailures } from "../reconcile/report.js";
 import type { CertificateStatus } from "../renewal/manager.js";
+import { type Clock, systemClock } from "./clock.js";
 import { type FailureMemory, failureLogLine, trackFailures } from "./failures.js";
 import { summarise } from "./summary.js";
 
@@ -40,136 +41,200 @@ export interface DaemonOptions {
 	/** Process-like emitter for SIGHUP, SIGTERM, SIGINT (process in production). */
 	signals: EventEmitter;
 	random?: () => number;
-	/** The clock (ms since the epoch) for health and log reminders; default Date.now. */
-	now?: () => number;
+	/** Time and waiting between cycles (health, log reminders, renewal wake-ups); default the system clock. */
+	clock?: Clock;
 	/** A failure still present is logged again after this long (default 1 h). */
 	remindEveryMs?: number;
 	/** Called once listening, with the bound address. */
 	onListening?(address: string): void;
 }
 
+/** What the loop carries from one cycle to the next; a reload replaces the configuration and the engine. */
+interface Running {
+	loaded: LoadedConfig;
+	engine: Engine;
+	health: LoopHealth;
+	failures: FailureMemory;
+	/** What / and /status.json show: the last cycle, as `status --json` would print it. */
+	status?: StatusDocument;
+}
+
+/** What ends a wait between cycles early: a stop (SIGTERM, SIGINT), a reload (SIGHUP), a source change. */
+interface Wakes {
+	/** Aborted on SIGTERM or SIGINT; in-flight writes finish, then the loop ends. */
+	stop: AbortSignal;
+	wakeUp(): void;
+	/** Waits `ms`, or less when a wake-up came since the last wait ended (one during a cycle is not lost). */
+	wait(clock: Clock, ms: number): Promise<void>;
+	/** Whether SIGHUP asked for a reload since the last call. */
+	takeReload(): boolean;
+	detach(): void;
+}
+
 export async function runDaemon(options: DaemonOptions): Promise<void> {
-	const { log, metrics, signals } = options;
+	const clock = options.clock ?? systemClock;
 	const random = options.random ?? Math.random;
-	const now = options.now ?? Date.now;
-	let loaded = options.loadConfig();
-	let engine = await options.build(loaded.config);
-	const health: LoopHealth = { intervalMs: loaded.config.interval, startedAt: now(), configLoaded: true };
-	let failures: FailureMemory = new Map();
+	const { running, server } = await start(options, clock);
+	const wakes = listenForWakes(options.signals, options.log);
+	running.engine.watch?.(wakes.wakeUp);
+	try {
+		while (!wakes.stop.aborted) {
+			await runOneCycle(running, wakes.stop, options, clock);
+			if (wakes.stop.aborted) break;
+			const delay = nextDelay(
+				running.loaded.config.interval,
+				running.engine.nextWake?.(),
+				clock.now(),
+				random(),
+			);
+			await wakes.wait(clock, delay);
+			if (wakes.takeReload()) await reload(running, options, wakes.wakeUp);
+		}
+	} finally {
+		wakes.detach();
+		await running.engine.close();
+		await server.close();
+		options.log.info("certificatee stopped");
+	}
+}
+
+/**
+ * Until the next cycle: the interval with ±10 % jitter (`random` in [0, 1)), earlier when a renewal falls due
+ * (1 s after it), and never less than 1 s, so a renewal that stays due cannot spin the loop.
+ */
+export function nextDelay(intervalMs: number, due: Date | undefined, now: number, random: number): number {
+	const untilDue = due === undefined ? Number.POSITIVE_INFINITY : due.getTime() - now + 1000;
+	return Math.max(1000, Math.min(intervalMs * (0.9 + 0.2 * random), untilDue));
+}
+
+/** Loads the configuration, builds its engine and starts the metrics and health server. */
+async function start(options: DaemonOptions, clock: Clock) {
+	const { log, metrics } = options;
+	const loaded = options.loadConfig();
+	const engine = await options.build(loaded.config);
+	const health: LoopHealth = {
+		intervalMs: loaded.config.interval,
+		startedAt: clock.now(),
+		configLoaded: true,
+	};
 	metrics.recordInterval(loaded.config.interval);
-	// What / and /status.json show: the last cycle, as `status --json` would print it.
-	let status: StatusDocument | undefined;
-	const server = await startHealthServer(
-		loaded.config.listen,
-		metrics,
-		() => health,
-		() => status,
-	);
+	const running: Running = { loaded, engine, health, failures: new Map() };
+	let server: HealthServer;
+	try {
+		server = await startHealthServer(
+			loaded.config.listen,
+			metrics,
+			() => health,
+			() => running.status,
+			clock.now,
+		);
+	} catch (e) {
+		await engine.close();
+		throw e;
+	}
 	options.onListening?.(server.address);
 	log.info({ config: loaded.file, listen: server.address }, "certificatee started");
+	return { running, server };
+}
 
+function listenForWakes(signals: EventEmitter, log: Logger): Wakes {
 	const stop = new AbortController();
+	let pending = new AbortController();
 	let reloadRequested = false;
-	let wake: (() => void) | undefined;
-	// A wake-up (SIGHUP, a source change) that arrives during a cycle must not wait for the next interval.
-	let wakeRequested = false;
-	const wakeUp = () => {
-		wakeRequested = true;
-		wake?.();
-	};
+	const wakeUp = () => pending.abort();
 	const onStop = (signal: string) => () => {
 		if (stop.signal.aborted) return;
 		log.info({ signal }, "stopping after in-flight writes");
 		stop.abort();
 		wakeUp();
 	};
-	const onTerm = onStop("SIGTERM");
-	const onInt = onStop("SIGINT");
-	const onHup = () => {
-		reloadRequested = true;
-		wakeUp();
+	const handlers: Record<string, () => void> = {
+		SIGTERM: onStop("SIGTERM"),
+		SIGINT: onStop("SIGINT"),
+		SIGHUP: () => {
+			reloadRequested = true;
+			wakeUp();
+		},
 	};
-	signals.on("SIGTERM", onTerm);
-	signals.on("SIGINT", onInt);
-	signals.on("SIGHUP", onHup);
-	engine.watch?.(wakeUp);
+	for (const [name, handler] of Object.entries(handlers)) signals.on(name, handler);
+	return {
+		stop: stop.signal,
+		wakeUp,
+		async wait(clock, ms) {
+			await clock.sleep(ms, pending.signal);
+			pending = new AbortController();
+		},
+		takeReload() {
+			const requested = reloadRequested;
+			reloadRequested = false;
+			return requested;
+		},
+		detach() {
+			for (const [name, handler] of Object.entries(handlers)) signals.off(name, handler);
+		},
+	};
+}
 
+/** One sync cycle; its report goes to metrics, health and the log (each failure once, when it changes). */
+async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonOptions, clock: Clock) {
+	const { log, metrics } = options;
+	running.health.cycleRunningSince = clock.now();
 	try {
-		while (!stop.signal.aborted) {
-			health.cycleRunningSince = now();
-			try {
-				const report = await runCycle(engine.deps, "sync", stop.signal);
-				metrics.recordCycle(report);
-				engine.afterCycle?.(report);
-				health.last = report;
-				status = statusDocument(report, engine.renewals?.() ?? []);
-				const tracked = trackFailures(failures, cycleFailures(report), now(), options.remindEveryMs);
-				failures = tracked.memory;
-				for (const event of tracked.events) {
-					const line = failureLogLine(event);
-					log[line.level](line.fields, line.message);
-				}
-				const s = summarise(report);
-				// Info even when something failed: each failure has its own line, logged when it changes.
-				log.info(s, "cycle finished");
-			} catch (e) {
-				log.error({ error: describeError(e) }, "cycle failed");
-			} finally {
-				health.cycleRunningSince = undefined;
-				health.lastFinishedAt = now();
-			}
-			if (stop.signal.aborted) break;
-			const interval = loaded.config.interval;
-			const due = engine.nextWake?.();
-			const untilDue = due === undefined ? Number.POSITIVE_INFINITY : due.getTime() - Date.now() + 1000;
-			const delay = Math.max(1000, Math.min(interval * (0.9 + 0.2 * random()), untilDue));
-			await new Promise<void>((resolve) => {
-				if (wakeRequested) return resolve();
-				const timer = setTimeout(resolve, delay);
-				wake = () => {
-					clearTimeout(timer);
-					resolve();
-				};
-			});
-			wake = undefined;
-			wakeRequested = false;
-			if (reloadRequested) {
-				reloadRequested = false;
-				let next: LoadedConfig | undefined;
-				try {
-					next = options.loadConfig();
-				} catch (e) {
-					log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
-				}
-				if (next !== undefined) {
-					// The old engine holds the state directory's lock: it must close before the new one opens it.
-					await engine.close();
-					try {
-						engine = await options.build(next.config);
-						if (next.config.listen !== loaded.config.listen) {
-							log.warn(
-								{ listen: next.config.listen },
-								"listen changed: restart certificatee to move the metrics server",
-							);
-						}
-						loaded = next;
-						health.intervalMs = next.config.interval;
-						metrics.recordInterval(next.config.interval);
-						log.info({ config: next.file }, "configuration reloaded");
-					} catch (e) {
-						log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
-						engine = await options.build(loaded.config);
-					}
-					engine.watch?.(wakeUp);
-				}
-			}
+		const report = await runCycle(running.engine.deps, "sync", stop);
+		metrics.recordCycle(report);
+		running.engine.afterCycle?.(report);
+		running.health.last = report;
+		running.status = statusDocument(report, running.engine.renewals?.() ?? []);
+		const tracked = trackFailures(
+			running.failures,
+			cycleFailures(report),
+			clock.now(),
+			options.remindEveryMs,
+		);
+		running.failures = tracked.memory;
+		for (const event of tracked.events) {
+			const line = failureLogLine(event);
+			log[line.level](line.fields, line.message);
 		}
+		// Info even when something failed: each failure has its own line, logged when it changes.
+		log.info(summarise(report), "cycle finished");
+	} catch (e) {
+		log.error({ error: describeError(e) }, "cycle failed");
 	} finally {
-		signals.off("SIGTERM", onTerm);
-		signals.off("SIGINT", onInt);
-		signals.off("SIGHUP", onHup);
-		await engine.close();
-		await server.close();
-		log.info("certificatee stopped");
+		running.health.cycleRunningSince = undefined;
+		running.health.lastFinishedAt = clock.now();
 	}
+}
+
+/**
+ * SIGHUP: a configuration that loads and builds replaces the running one; a broken one is rejected and the old
+ * one rebuilt. The old engine is closed first (it holds the state directory's lock and the issuers' pools).
+ */
+async function reload(running: Running, options: DaemonOptions, wakeUp: () => void): Promise<void> {
+	const { log, metrics } = options;
+	let next: LoadedConfig;
+	try {
+		next = options.loadConfig();
+	} catch (e) {
+		log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+		return;
+	}
+	await running.engine.close();
+	try {
+		running.engine = await options.build(next.config);
+		if (next.config.listen !== running.loaded.config.listen) {
+			log.warn(
+				{ listen: next.config.listen },
+				"listen changed: restart certificatee to move the metrics server",
+			);
+		}
+		running.loaded = next;
+		running.health.intervalMs = next.config.interval;
+		metrics.recordInterval(next.config.interval);
+		log.info({ config: next.file }, "configuration reloaded");
+	} catch (e) {
+		log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+		running.engine = await options.build(running.loaded.config);
+	}
+	running.engine.watch?.(wakeUp);
 }

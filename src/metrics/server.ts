@@ -23,6 +23,8 @@ export async function startHealthServer(
 	health: () => LoopHealth,
 	/** The status document of the last cycle; undefined until one finished. */
 	status: () => StatusDocument | undefined,
+	/** The clock liveness is judged by (the daemon's; ms since the epoch). */
+	now: () => number = Date.now,
 ): Promise<HealthServer> {
 	const server: Server = createServer((req, res) => {
 		const path = (req.url ?? "/").split("?")[0];
@@ -57,7 +59,7 @@ export async function startHealthServer(
 			return;
 		}
 		if (path === "/healthz") {
-			const alive = liveness(health(), Date.now());
+			const alive = liveness(health(), now());
 			res
 				.writeHead(alive.ok ? 200 : 503, { "content-type": "text/plain" })
 				.end(`${alive.ok ? "ok" : "not ok"}: ${alive.reason}\n`);

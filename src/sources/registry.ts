@@ -14,13 +14,24 @@ type Factory<K extends SourceConfig["type"]> = (
 	deps: SourceDeps,
 ) => BuiltSource;
 
+/** For kinds that hold nothing between calls (files are opened and closed per load or issue). */
+const holdsNothing = async () => {};
+
 export const sourceFactories = {
 	directory: (config, deps) => ({
 		role: "source",
 		source: createDirectorySource(config, deps.clock ? { clock: deps.clock } : {}),
+		close: holdsNothing,
 	}),
-	"local-ca": (config, deps) => ({ role: "issuer", issuer: createLocalCaIssuer(config, deps) }),
-	acme: (config, deps) => ({ role: "issuer", issuer: createAcmeIssuer(config, deps) }),
+	"local-ca": (config, deps) => ({
+		role: "issuer",
+		issuer: createLocalCaIssuer(config, deps),
+		close: holdsNothing,
+	}),
+	acme: (config, deps) => {
+		const issuer = createAcmeIssuer(config, deps);
+		return { role: "issuer", issuer, close: () => issuer.close() };
+	},
 } satisfies { [K in SourceConfig["type"]]: Factory<K> };
 
 export function buildSource(config: SourceConfig, deps: SourceDeps): BuiltSource {
@@ -28,17 +39,35 @@ export function buildSource(config: SourceConfig, deps: SourceDeps): BuiltSource
 	return factory(config as never, deps);
 }
 
-/** Builds every configured source: the Sources to load each cycle, and the Issuers by name for renewal. */
-export function buildSources(
-	configs: readonly SourceConfig[],
-	deps: SourceDeps,
-): { sources: Source[]; issuers: Map<string, Issuer> } {
+export interface BuiltSources {
+	/** The Sources to load each cycle. */
+	sources: Source[];
+	/** The Issuers by name, for renewal. */
+	issuers: Map<string, Issuer>;
+	/** Closes every built source and issuer (each once, all of them even when one fails). */
+	close(): Promise<void>;
+}
+
+/** Builds every configured source; when one fails to build, those built before it are closed. */
+export function buildSources(configs: readonly SourceConfig[], deps: SourceDeps): BuiltSources {
+	const built: BuiltSource[] = [];
+	const close = async () => {
+		const outcomes = await Promise.allSettled(built.splice(0).map((b) => b.close()));
+		const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
+		if (failed) throw failed.reason;
+	};
+	try {
+		for (const config of configs) built.push(buildSource(config, deps));
+	} catch (e) {
+		// Nothing was used yet, so closing cannot lose work; the build error is the one to report.
+		void close().catch(() => undefined);
+		throw e;
+	}
 	const sources: Source[] = [];
 	const issuers = new Map<string, Issuer>();
-	for (const config of configs) {
-		const built = buildSource(config, deps);
-		if (built.role === "source") sources.push(built.source);
-		else issuers.set(built.issuer.name, built.issuer);
+	for (const b of built) {
+		if (b.role === "source") sources.push(b.source);
+		else issuers.set(b.issuer.name, b.issuer);
 	}
-	return { sources, issuers };
+	return { sources, issuers, close };
 }

@@ -82,5 +82,11 @@ export interface SourceDeps {
 
 export type ChallengeMaps = (targets: readonly string[], map: string) => ChallengeMapNode[];
 
-/** A configured source kind is either a Source of ready-made certificates or an Issuer. */
-export type BuiltSource = { role: "source"; source: Source } | { role: "issuer"; issuer: Issuer };
+/**
+ * A configured source kind is either a Source of ready-made certificates or an Issuer. close() releases what it
+ * holds (the ACME issuer's connection pool); the engine calls it when a configuration is replaced or the daemon
+ * stops. Watches are stopped by the function watch() returned, before close().
+ */
+export type BuiltSource = ({ role: "source"; source: Source } | { role: "issuer"; issuer: Issuer }) & {
+	close(): Promise<void>;
+};

@@ -73,7 +73,17 @@ export interface AriServer {
 	caFile: string;
 	/** Paths requested so far, in order. */
 	requests: string[];
+	/** Every TLS connection a client opened, in order; a connection stays open until the client closes it. */
+	connections: ServerConnection[];
 	stop(): Promise<void>;
+}
+
+export interface ServerConnection {
+	/** How many earlier connections were still open when this one was accepted. */
+	openBefore: number;
+	open: boolean;
+	/** Resolves when the client closed it. */
+	closed: Promise<void>;
 }
 
 export async function startAriServer(options: AriServerOptions = {}): Promise<AriServer> {
@@ -96,6 +106,22 @@ export async function startAriServer(options: AriServerOptions = {}): Promise<Ar
 		} else answer = recordedProblem(404, "malformed", "Resource not found");
 		res.writeHead(answer.status, answer.headers).end(answer.body);
 	});
+	// Idle connections are never closed by this side, so a client that leaks its pool leaves them open.
+	server.keepAliveTimeout = 0;
+	const connections: ServerConnection[] = [];
+	server.on("secureConnection", (socket) => {
+		const connection: ServerConnection = {
+			openBefore: connections.filter((c) => c.open).length,
+			open: true,
+			closed: new Promise((resolve) =>
+				socket.once("close", () => {
+					connection.open = false;
+					resolve();
+				}),
+			),
+		};
+		connections.push(connection);
+	});
 	await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 	base = `https://localhost:${(server.address() as AddressInfo).port}`;
 	return {
@@ -103,6 +129,7 @@ export async function startAriServer(options: AriServerOptions = {}): Promise<Ar
 		caPem,
 		caFile: path.join(dir, "ca.pem"),
 		requests,
+		connections,
 		async stop() {
 			server.closeAllConnections();
 			await new Promise((r) => server.close(r));

@@ -125,7 +125,8 @@ export async function revokeCommand(
 				},
 			);
 		}
-		const { issuers } = buildSources(config.sources, { stateDir: config.state_dir });
+		const built = buildSources(config.sources, { stateDir: config.state_dir });
+		const { issuers } = built;
 		const issuer = issuers.get(latest.issuer);
 		try {
 			if (!issuer?.revoke) {
@@ -140,7 +141,7 @@ export async function revokeCommand(
 			}
 			await issuer.revoke(latest.certPem, reason, AbortSignal.timeout(120_000));
 		} finally {
-			for (const i of issuers.values()) await (i as { close?: () => Promise<void> }).close?.();
+			await built.close();
 		}
 		ctx.log.info(
 			{ certificate: name, serial: latest.serial, issuer: latest.issuer, reason },

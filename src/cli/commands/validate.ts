@@ -82,9 +82,10 @@ function printOnline(ctx: CommandContext, checks: OnlineCheck[]): void {
 
 /** Every certificate a `directory` source would serve is checked; each skipped file becomes a problem. */
 async function sourceProblems(config: Config): Promise<Array<{ path: string; message: string }>> {
-	const { sources } = buildSources(config.sources, { stateDir: config.state_dir });
+	const built = buildSources(config.sources, { stateDir: config.state_dir });
+	const { sources } = built;
 	const signal = AbortSignal.timeout(60_000);
-	const results = await Promise.all(sources.map((s) => s.load(signal)));
+	const results = await Promise.all(sources.map((s) => s.load(signal))).finally(() => built.close());
 	const files = results.flatMap((r, i) =>
 		r.problems.map((p) => ({
 			path: `sources[${config.sources.findIndex((c) => c.name === sources[i]?.name)}].path`,
