@@ -12,6 +12,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join, normalize } from "node:path";
 import { acmeSourceSchema, createAcmeIssuer } from "../../src/sources/acme/index.js";
+import { openFileStore } from "../../src/store/file-store.js";
 import { type PebbleHandle, startPebble } from "../../test/harness/pebble.js";
 import { seconds } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
@@ -150,7 +151,8 @@ async function certificatee(
 	});
 	const cpu0 = process.cpuUsage();
 	const started = performance.now();
-	const issuer = createAcmeIssuer(config, { stateDir: dir });
+	const store = await openFileStore(dir);
+	const issuer = createAcmeIssuer(config, { store });
 	let issued = 0;
 	let error: string | undefined;
 	try {
@@ -166,6 +168,7 @@ async function certificatee(
 		if (failed) error = String((failed as PromiseRejectedResult).reason).slice(0, 200);
 	} finally {
 		await issuer.close();
+		store.close();
 	}
 	const wallS = seconds(started);
 	const cpu = process.cpuUsage(cpu0);

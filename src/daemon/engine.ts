@@ -42,7 +42,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	let built: BuiltSources | undefined;
 	try {
 		built = buildSources(config.sources, {
-			stateDir: config.state_dir,
+			store,
 			clock: now,
 			challengeMaps: (names, map) => challengeMapNodes(config.targets, names, map),
 		});

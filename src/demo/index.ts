@@ -14,6 +14,7 @@ import type { Logger } from "../log.js";
 import { createMetrics } from "../metrics/index.js";
 import { createLocalCaIssuer } from "../sources/local-ca/index.js";
 import { localCaSourceSchema } from "../sources/local-ca/schema.js";
+import { openFileStore } from "../store/file-store.js";
 import { type DemoHaproxy, findHaproxy, freePort, startDemoHaproxy } from "./haproxy.js";
 
 export interface DemoOptions {
@@ -65,34 +66,48 @@ export function demoConfig(
 	return parseConfig(demoRawConfig(stateDir, listen, lifetime, haproxy), "(embedded default)", { env: {} });
 }
 
+/**
+ * The demo CA's root and, when HAProxy will run, a default certificate from it. The state store is closed
+ * before the daemon opens it.
+ */
+async function prepareDemoCa(stateDir: string, withDefault: boolean) {
+	const store = await openFileStore(stateDir);
+	try {
+		const ca = createLocalCaIssuer(
+			localCaSourceSchema.parse({
+				name: "demo-ca",
+				type: "local-ca",
+				ca_common_name: "certificatee demo CA",
+			}),
+			{ store },
+		);
+		const root = await ca.exportRoot();
+		const request = {
+			certificate: "demo-default",
+			domains: ["default.demo.test"],
+			keyType: "ecdsa-p256" as const,
+			lifetimeMs: 86_400_000,
+		};
+		const fallback = withDefault ? await ca.issue(request, new AbortController().signal) : undefined;
+		return { root, fallback };
+	} finally {
+		store.close();
+	}
+}
+
 export async function runDemo(options: DemoOptions): Promise<void> {
 	const stateDir = resolve(options.stateDir);
 	const lifetime = options.lifetime ?? "90s";
 	const { out, log } = options;
-	const ca = createLocalCaIssuer(
-		localCaSourceSchema.parse({ name: "demo-ca", type: "local-ca", ca_common_name: "certificatee demo CA" }),
-		{
-			stateDir,
-		},
-	);
-	const root = await ca.exportRoot();
+	const bin = findHaproxy();
+	const { root, fallback } = await prepareDemoCa(stateDir, bin !== undefined);
 	const rootFile = join(stateDir, "demo-ca.pem");
 	const { writeFileSync, mkdirSync } = await import("node:fs");
 	mkdirSync(join(stateDir, "out"), { recursive: true, mode: 0o700 });
 	writeFileSync(rootFile, root);
 
-	const bin = findHaproxy();
 	let haproxy: DemoHaproxy | undefined;
-	if (bin) {
-		const fallback = await ca.issue(
-			{
-				certificate: "demo-default",
-				domains: ["default.demo.test"],
-				keyType: "ecdsa-p256",
-				lifetimeMs: 86_400_000,
-			},
-			new AbortController().signal,
-		);
+	if (bin && fallback) {
 		const bundle = parseBundle(
 			{ cert: fallback.certPem, chain: fallback.chainPem, key: fallback.keyPem },
 			{ source: "demo default certificate" },

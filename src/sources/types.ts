@@ -1,5 +1,6 @@
 /** Where desired certificates come from: sources that read them, issuers that make them. */
 import type { DesiredCertificate, SourceProblem } from "../reconcile/model.js";
+import type { StateStore } from "../store/types.js";
 import type { ChallengeMapNode } from "../targets/haproxy/challenge-map.js";
 
 export interface SourceResult {
@@ -73,8 +74,8 @@ export type RevocationReason = keyof typeof REVOCATION_REASONS;
 
 /** What every source kind's factory receives. */
 export interface SourceDeps {
-	/** certificatee's state directory (issuers keep their CA or account there). */
-	stateDir: string;
+	/** The state store: issuers keep their CA or account there (never files of their own). */
+	store: StateStore;
 	clock?: () => Date;
 	/** The HAProxy nodes of the named targets, for `http01: { via: haproxy-map }` (built by the target registry). */
 	challengeMaps?: ChallengeMaps;

@@ -8,6 +8,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CertificateeError } from "../errors.js";
 import { isTempFile, removeTempFiles, writeFileAtomic } from "./atomic-file.js";
+import { migrateLegacyLayout } from "./legacy.js";
 import { acquireStateLock } from "./lock.js";
 import type { StateStore, Versioned } from "./types.js";
 
@@ -84,8 +85,9 @@ export interface OpenOptions {
 }
 
 /**
- * Locks `stateDir` (STATE_LOCKED if another process holds it), removes leftovers of crashed writes, and opens
- * it; with `readOnly`, opens it without the lock and refuses writes.
+ * Locks `stateDir` (STATE_LOCKED if another process holds it), removes leftovers of crashed writes, moves
+ * what issuers kept in the old layout into records (legacy.ts), and opens it; with `readOnly`, opens it
+ * without the lock, migrates nothing and refuses writes.
  */
 export async function openFileStore(stateDir: string, options: OpenOptions = {}): Promise<FileStore> {
 	const lock = options.readOnly ? undefined : await acquireStateLock(stateDir);
@@ -107,7 +109,7 @@ export async function openFileStore(stateDir: string, options: OpenOptions = {})
 		return next;
 	}
 
-	return {
+	const store: FileStore = {
 		dir: stateDir,
 		pathOf: (key) => keyPath(stateDir, key),
 		get: async (key) => readEntry(keyPath(stateDir, key), key),
@@ -151,4 +153,13 @@ export async function openFileStore(stateDir: string, options: OpenOptions = {})
 			lock?.release();
 		},
 	};
+	if (lock) {
+		try {
+			await migrateLegacyLayout(stateDir, store);
+		} catch (e) {
+			lock.release();
+			throw e;
+		}
+	}
+	return store;
 }

@@ -3,8 +3,11 @@
  *   certificates/<name>          issued certificates, newest first, the last 3 kept for rollback
  *   renewal/<name>               renewal state: jitter, renewAt, attempts, failures, orders (loop breaker)
  *   endpoints/<target>           per endpoint of an HAProxy target: backoff after failures, pinned duplicates
- * (The ACME account is the acme issuer's own, behind its AccountStore: <state_dir>/acme/<issuer>/.)
- * Every record is validated when read; a record that does not parse is STATE_CORRUPT, never guessed at.
+ *   accounts/<issuer>            an ACME issuer's account: its key, the CA's account URL, the contact sent
+ *   authorities/<issuer>         a local CA: its root certificate and key
+ *   revocations/<issuer>         what a local CA revoked (it has no CRL; the operator acts on the list)
+ * Names that are not plain segments are escaped (nameSegment). Every record is validated when read; a record
+ * that does not parse is STATE_CORRUPT, never guessed at.
  */
 import { z } from "zod";
 import { CertificateeError } from "../errors.js";
@@ -126,19 +129,23 @@ export const targetMemorySchema = z.object({ endpoints: z.record(z.string(), end
 export type TargetMemory = z.infer<typeof targetMemorySchema>;
 
 /**
- * A target's name as one key segment: as it is when made of letters, digits and "-" (starting with a letter
- * or digit); otherwise "x_" then the name with every byte but letters, digits and "-" as _hh. Two names never
- * share a record (a plain name has no "_"), and no name escapes endpoints/.
+ * A configured name (target, issuer) as one key segment: as it is when made of letters, digits and "-"
+ * (starting with a letter or digit); otherwise "x_" then the name with every byte but letters, digits and "-"
+ * as _hh. Two names never share a record (a plain name has no "_"), and no name escapes its folder.
  */
-export function endpointsKey(target: string): string {
-	if (/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(target)) return `endpoints/${target}`;
-	const escaped = [...new TextEncoder().encode(target)]
+export function nameSegment(name: string): string {
+	if (/^[A-Za-z0-9][A-Za-z0-9-]*$/.test(name)) return name;
+	const escaped = [...new TextEncoder().encode(name)]
 		.map((b) => {
 			const c = String.fromCharCode(b);
 			return /[A-Za-z0-9-]/.test(c) ? c : `_${b.toString(16).padStart(2, "0")}`;
 		})
 		.join("");
-	return `endpoints/x_${escaped}`;
+	return `x_${escaped}`;
+}
+
+export function endpointsKey(target: string): string {
+	return `endpoints/${nameSegment(target)}`;
 }
 
 export function readTargetMemory(store: StateStore, target: string) {
@@ -147,4 +154,72 @@ export function readTargetMemory(store: StateStore, target: string) {
 
 export function writeTargetMemory(store: StateStore, target: string, memory: TargetMemory, version: number) {
 	return store.put(endpointsKey(target), targetMemorySchema.parse(memory), version);
+}
+
+/** An ACME account. Key material (PEM) is only ever revealed to sign; the store keeps it in 0600 files. */
+export const accountRecordSchema = z.object({
+	keyPem: z.string(),
+	/** The directory the account is registered at; absent until registration succeeded. */
+	directoryUrl: z.string().optional(),
+	accountUrl: z.string().optional(),
+	/** The contact URIs last sent to the CA (mailto:...). */
+	contact: z.array(z.string()).optional(),
+	/** During a key rollover: the new key, stored before the CA switches. */
+	nextKeyPem: z.string().optional(),
+});
+export type AccountRecord = z.infer<typeof accountRecordSchema>;
+export const accountKey = (issuer: string) => `accounts/${nameSegment(issuer)}`;
+
+export function readAccountRecord(store: StateStore, issuer: string) {
+	return readRecord(store, accountKey(issuer), accountRecordSchema);
+}
+
+export function writeAccountRecord(
+	store: StateStore,
+	issuer: string,
+	account: AccountRecord,
+	version: number,
+) {
+	return store.put(accountKey(issuer), accountRecordSchema.parse(account), version);
+}
+
+/** A local CA: its self-signed root and the root's PKCS#8 key. */
+export const authorityRecordSchema = z.object({ certPem: z.string(), keyPem: z.string() });
+export type AuthorityRecord = z.infer<typeof authorityRecordSchema>;
+export const authorityKey = (issuer: string) => `authorities/${nameSegment(issuer)}`;
+
+export function readAuthorityRecord(store: StateStore, issuer: string) {
+	return readRecord(store, authorityKey(issuer), authorityRecordSchema);
+}
+
+export function writeAuthorityRecord(
+	store: StateStore,
+	issuer: string,
+	authority: AuthorityRecord,
+	version: number,
+) {
+	return store.put(authorityKey(issuer), authorityRecordSchema.parse(authority), version);
+}
+
+export const revocationSchema = z.object({
+	serial: z.string(),
+	subject: z.string(),
+	reason: z.string(),
+	revokedAt: isoDate,
+});
+export const revocationsRecordSchema = z.object({ revoked: z.array(revocationSchema) });
+export type RevocationsRecord = z.infer<typeof revocationsRecordSchema>;
+export const revocationsKey = (issuer: string) => `revocations/${nameSegment(issuer)}`;
+
+export function readRevocations(store: StateStore, issuer: string) {
+	return readRecord(store, revocationsKey(issuer), revocationsRecordSchema);
+}
+
+export function writeRevocations(
+	store: StateStore,
+	issuer: string,
+	record: RevocationsRecord,
+	version: number,
+) {
+	return store.put(revocationsKey(issuer), revocationsRecordSchema.parse(record), version);
 }

@@ -1,7 +1,7 @@
 /** `certificatee ca export` as a child process: the local CA's root PEM, or an error naming the sources. */
 import { execFile } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -46,8 +46,10 @@ describe("cli/ca export (the built CLI as a child process)", () => {
 		expect(root.ca).toBe(true);
 		expect(root.subject).toContain("CN=Internal Test CA");
 		expect(root.verify(root.publicKey)).toBe(true);
-		// The CA it created on first use is the one kept in the state directory.
-		const stored = readFileSync(join(dir, "state", "local-ca", "internal", "ca.crt"), "utf8");
+		// The CA it created on first use is the one kept in the state store (authorities/internal, 0600).
+		const file = join(dir, "state", "authorities", "internal.json");
+		expect(statSync(file).mode & 0o777).toBe(0o600);
+		const stored = (JSON.parse(readFileSync(file, "utf8")) as { value: { certPem: string } }).value.certPem;
 		expect(new X509Certificate(stored).fingerprint256).toBe(root.fingerprint256);
 		expect((await certificatee(["ca", "export", "--config", f])).stdout).toBe(r.stdout);
 		const other = await certificatee(["ca", "export", "--source", "other", "--config", f]);

@@ -29,7 +29,7 @@ describe("desired", () => {
 			directorySourceSchema.parse({ name: "files", type: "directory", path: dir }),
 		);
 		const issuer = createLocalCaIssuer(localCaSourceSchema.parse({ name: "local", type: "local-ca" }), {
-			stateDir: store.dir,
+			store,
 		});
 		const certificates = ["web", "api"].map((name) =>
 			certificateSpecSchema.parse({ name, domains: [`${name}.test`], issuer: "local" }),

@@ -15,6 +15,7 @@ import { createLocalCaIssuer, localCaSourceSchema } from "../../src/sources/loca
 import type { Issuer } from "../../src/sources/types.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
 import { readCertificateRecord, readRenewalState } from "../../src/store/records.js";
+import { stateAt } from "../harness/state.js";
 
 const run = promisify(execFile);
 const MIN = 60_000;
@@ -38,9 +39,10 @@ afterEach(async () => {
 	await rm(dir, { recursive: true, force: true });
 });
 
-function localCa(stateDir: string): Issuer & { exportRoot(): Promise<string> } {
+/** The local CA over the test's store, or over the store of another state directory. */
+function localCa(stateDir?: string): Issuer & { exportRoot(): Promise<string> } {
 	return createLocalCaIssuer(localCaSourceSchema.parse({ name: "local", type: "local-ca" }), {
-		stateDir,
+		store: stateDir === undefined ? store : stateAt(stateDir),
 		clock: () => now,
 	});
 }
@@ -74,7 +76,7 @@ const serialOf = (r: RenewalReport, name = "web") =>
 
 describe("renewal/manager", () => {
 	it("issues once, orders nothing while not due, renews when due; the chain verifies with openssl", async () => {
-		const ca = localCa(join(dir, "state"));
+		const ca = localCa();
 		const first = await cycle(deps(ca, [web, api]), t0);
 		expect(first.statuses.map((s) => [s.name, s.ordered, s.decision.reason])).toEqual([
 			["web", true, "Scheduled"],
@@ -119,7 +121,7 @@ describe("renewal/manager", () => {
 	});
 
 	it("backs off after failures (which the daily cap does not count) and keeps the current certificate desired", async () => {
-		const good = localCa(join(dir, "state"));
+		const good = localCa();
 		await cycle(deps(good), t0);
 		const renewed = await cycle(deps(good), at(19 * HOUR));
 		const servedSerial = serialOf(renewed);
@@ -159,7 +161,7 @@ describe("renewal/manager", () => {
 	});
 
 	it("runs at most `concurrency` orders at once", async () => {
-		const ca = localCa(join(dir, "state"));
+		const ca = localCa();
 		let inFlight = 0;
 		let peak = 0;
 		// The real local CA, slowed down so orders overlap.
@@ -185,7 +187,7 @@ describe("renewal/manager", () => {
 	});
 
 	it("follows the issuer's ARI window when it offers one, and the configured window when ARI fails", async () => {
-		const ca = localCa(join(dir, "state"));
+		const ca = localCa();
 		let ari: "window" | "down" = "window";
 		// The real local CA plus a renewal window, as an ACME CA with ARI would suggest it.
 		const withAri: Issuer = {
@@ -212,7 +214,7 @@ describe("renewal/manager", () => {
 	});
 
 	it("reports an unknown issuer for its certificate without stopping the others", async () => {
-		const ca = localCa(join(dir, "state"));
+		const ca = localCa();
 		const lost = certificateSpecSchema.parse({ name: "lost", domains: ["l.test"], issuer: "nowhere" });
 		const report = await cycle(deps(ca, [lost, web]), t0);
 		expect(report.certificates.map((c) => c.name)).toEqual(["web"]);
@@ -220,7 +222,7 @@ describe("renewal/manager", () => {
 	});
 
 	it("orders at once when the configured names change, serving the old certificate meanwhile", async () => {
-		const ca = localCa(join(dir, "state"));
+		const ca = localCa();
 		const first = await cycle(deps(ca), t0);
 		const wider = { ...web, domains: [...web.domains, "new.web.test"] };
 		const report = await cycle(deps(ca, [wider]), at(MIN));

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { sourceSchema } from "../../src/config/schema.js";
 import { buildSource, buildSources, sourceFactories } from "../../src/sources/registry.js";
+import { stateAt } from "../harness/state.js";
 
 describe("sources/registry", () => {
 	it("registers every kind folder under src/sources", async () => {
@@ -19,7 +20,7 @@ describe("sources/registry", () => {
 		try {
 			const dirConfig = sourceSchema.parse({ name: "d", type: "directory", path: "/etc/certs" });
 			expect(dirConfig).toEqual({ name: "d", type: "directory", path: "/etc/certs", debounce: 500 });
-			const built = buildSource(dirConfig, { stateDir });
+			const built = buildSource(dirConfig, { store: stateAt(stateDir) });
 			expect(built.role === "source" && built.source.name).toBe("d");
 			const caConfig = sourceSchema.parse({ name: "c", type: "local-ca", lifetime: "90s" });
 			expect(caConfig).toMatchObject({
@@ -27,9 +28,9 @@ describe("sources/registry", () => {
 				lifetime: 90_000,
 				ca_common_name: "certificatee local CA",
 			});
-			const issuer = buildSource(caConfig, { stateDir });
+			const issuer = buildSource(caConfig, { store: stateAt(stateDir) });
 			expect(issuer.role === "issuer" && issuer.issuer.name).toBe("c");
-			const all = buildSources([dirConfig, caConfig], { stateDir });
+			const all = buildSources([dirConfig, caConfig], { store: stateAt(stateDir) });
 			expect(all.sources.map((s) => s.name)).toEqual(["d"]);
 			expect([...all.issuers.keys()]).toEqual(["c"]);
 		} finally {

@@ -20,7 +20,7 @@ export async function acmeRolloverCommand(ctx: CommandContext, options: { source
 	}
 	// The lock keeps a running daemon (which holds the account key in memory) from ordering with the old key.
 	const store = await openFileStore(config.state_dir);
-	const issuer = createAcmeIssuer(chosen, { stateDir: config.state_dir, logger: ctx.log });
+	const issuer = createAcmeIssuer(chosen, { store, logger: ctx.log });
 	try {
 		const account = await issuer.rolloverKey(AbortSignal.timeout(120_000));
 		ctx.out(

@@ -1,7 +1,8 @@
 /** `certificatee demo` (the embedded default) and `certificatee ca export`. */
 import { runDemo } from "../../demo/index.js";
-import { CertificateeError } from "../../errors.js";
+import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { createLocalCaIssuer } from "../../sources/local-ca/index.js";
+import { type FileStore, openFileStore } from "../../store/file-store.js";
 import type { CommandContext } from "../context.js";
 
 export async function demoCommand(
@@ -31,5 +32,30 @@ export async function caExportCommand(ctx: CommandContext, options: { source?: s
 			},
 		);
 	}
-	ctx.out((await createLocalCaIssuer(chosen, { stateDir: config.state_dir }).exportRoot()).trimEnd());
+	const { store, shared } = await openStateForExport(config.state_dir);
+	try {
+		ctx.out((await createLocalCaIssuer(chosen, { store }).exportRoot()).trimEnd());
+	} catch (e) {
+		if (!shared || !isCertificateeError(e, "STATE_LOCKED")) throw e;
+		throw new CertificateeError(
+			"STATE_LOCKED",
+			`local CA "${chosen.name}" does not exist yet, and a running certificatee holds ${config.state_dir}`,
+			{
+				context: { field: "sources", operation: "ca export" },
+				hint: "the daemon creates it when it first signs a certificate; or stop it and run ca export again",
+			},
+		);
+	} finally {
+		store.close();
+	}
+}
+
+/** The state store, locked; beside a running daemon (which holds the lock), read-only. */
+async function openStateForExport(stateDir: string): Promise<{ store: FileStore; shared: boolean }> {
+	try {
+		return { store: await openFileStore(stateDir), shared: false };
+	} catch (e) {
+		if (!isCertificateeError(e, "STATE_LOCKED")) throw e;
+		return { store: await openFileStore(stateDir, { readOnly: true }), shared: true };
+	}
 }

@@ -8,6 +8,7 @@ import { type ConfigProblem, configProblems, formatProblem } from "../../config/
 import type { Config } from "../../config/schema.js";
 import { isCertificateeError } from "../../errors.js";
 import { buildSources } from "../../sources/registry.js";
+import { openFileStore } from "../../store/file-store.js";
 import { canonicalCollisions } from "../../targets/haproxy/naming.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
@@ -82,7 +83,10 @@ function printOnline(ctx: CommandContext, checks: OnlineCheck[]): void {
 
 /** Every certificate a `directory` source would serve is checked; each skipped file becomes a problem. */
 async function sourceProblems(config: Config): Promise<Array<{ path: string; message: string }>> {
-	const built = buildSources(config.sources, { stateDir: config.state_dir });
+	// Read-only: validating never locks or writes the state directory (only directory sources are loaded).
+	const built = buildSources(config.sources, {
+		store: await openFileStore(config.state_dir, { readOnly: true }),
+	});
 	const { sources } = built;
 	const signal = AbortSignal.timeout(60_000);
 	const results = await Promise.all(sources.map((s) => s.load(signal))).finally(() => built.close());

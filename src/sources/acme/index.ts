@@ -2,17 +2,17 @@
  * The ACME issuer (`type: acme`): orders certificates from an ACME CA with acme-client, answering HTTP-01
  * with the built-in responder or HAProxy maps on a fleet, and DNS-01 through RFC 2136 updates or the
  * operator's hook. One
- * account per issuer, kept in the state directory and reused; a new private key per issuance; at most
+ * account per issuer, kept in the state store and reused; a new private key per issuance; at most
  * `concurrency` orders in flight.
  */
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import path from "node:path";
 import acme from "acme-client";
 import pLimit from "p-limit";
 import { Agent } from "undici";
 import { Secret } from "../../certificates/types.js";
 import { CertificateeError } from "../../errors.js";
+import type { StateStore } from "../../store/types.js";
 import {
 	type ChallengeMaps,
 	type IssuedPem,
@@ -22,7 +22,7 @@ import {
 	type RenewalWindow,
 	type RevocationReason,
 } from "../types.js";
-import { type AccountStore, fileAccountStore } from "./account.js";
+import { type AccountStore, storedAccount } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
 import { type ChallengeSolver, createChallengeSolver } from "./challenges.js";
 import { createDnsHook, type DnsHook } from "./dns01.js";
@@ -34,7 +34,7 @@ import { createRfc2136Publisher, readTsigSecret } from "./rfc2136.js";
 import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
 import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
 
-export { type AccountStore, fileAccountStore, type StoredAccount } from "./account.js";
+export { type AccountStore, type StoredAccount, storedAccount } from "./account.js";
 export { ariCertId } from "./ari.js";
 export { type AcmeSourceConfig, acmeSourceSchema } from "./schema.js";
 
@@ -45,10 +45,8 @@ export interface AcmeLogger {
 }
 
 export interface AcmeIssuerDeps {
-	/** certificatee's state directory; the account lives in `<stateDir>/acme/<issuer name>/`. */
-	stateDir: string;
-	/** Replaces the file-based account store (the state store plugs in here). */
-	accountStore?: AccountStore;
+	/** The state store; the account is its `accounts/<issuer name>` record. */
+	store: StateStore;
 	logger?: AcmeLogger;
 	/** The HAProxy nodes for `http01: { via: haproxy-map }`; required by that setting. */
 	challengeMaps?: ChallengeMaps;
@@ -154,7 +152,7 @@ export function createAcmeIssuer(config: AcmeSourceConfig, deps: AcmeIssuerDeps)
 function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerContext {
 	const directoryUrl = config.directory_url;
 	const logger = deps.logger ?? silent;
-	const store = deps.accountStore ?? fileAccountStore(path.join(deps.stateDir, "acme", config.name));
+	const store = storedAccount(deps.store, config.name);
 	const ca = config.ca_file ? readConfigFile(config.ca_file, "ca_file", false) : undefined;
 	const eab = config.eab
 		? {

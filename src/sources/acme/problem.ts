@@ -42,7 +42,7 @@ function hintFor(short: string, scope: ProblemScope): string {
 		case "externalAccountRequired":
 			return "this CA requires External Account Binding: set eab.kid and eab.hmac_key(_file)";
 		case "accountDoesNotExist":
-			return "the stored account is unknown to the CA: remove account.json in the issuer's state directory";
+			return "the stored account is unknown to the CA: delete the issuer's accounts/<name> record in state_dir; a new account is registered at the next order";
 		case "userActionRequired":
 			return "the CA requires action on its website (e.g. new terms of service)";
 		case "serverInternal":

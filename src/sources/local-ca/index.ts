@@ -1,15 +1,20 @@
 /**
- * The embedded local CA: on first use it creates an ECDSA P-256 root in `<state_dir>/local-ca/<name>/`
- * (ca.crt 0644, ca.key 0600, both written in a temporary directory that is renamed into place, so a crash
- * never leaves half a CA), then signs leaf certificates directly with it. Clients trust it through exportRoot().
+ * The embedded local CA: on first use it creates an ECDSA P-256 root, kept as the state store's
+ * `authorities/<name>` record (certificate and key in one atomic write, so a crash never leaves half a CA; the
+ * file store keeps it 0600), then signs leaf certificates directly with it. Clients trust it through exportRoot().
  */
 import "reflect-metadata";
 import { randomBytes, webcrypto } from "node:crypto";
-import { mkdir, readFile, rename, rm } from "node:fs/promises";
-import { join } from "node:path";
 import * as x509 from "@peculiar/x509";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
-import { syncDir, writeFileAtomic } from "../../store/atomic-file.js";
+import {
+	authorityKey,
+	readAuthorityRecord,
+	readRevocations,
+	writeAuthorityRecord,
+	writeRevocations,
+} from "../../store/records.js";
+import type { StateStore } from "../../store/types.js";
 import type { IssuedPem, IssueRequest, Issuer, KeyType } from "../types.js";
 
 import { type LocalCaSourceConfig, localCaSourceSchema } from "./schema.js";
@@ -21,7 +26,8 @@ const CA_ALGORITHM = { name: "ECDSA", namedCurve: "P-256" } as const;
 const SIGNING = { name: "ECDSA", hash: "SHA-256" } as const;
 
 export interface LocalCaDeps {
-	stateDir: string;
+	/** The state store; the CA is its `authorities/<name>` record, revocations `revocations/<name>`. */
+	store: StateStore;
 	/** Dates of issued certificates; defaults to the system clock. */
 	clock?: () => Date;
 }
@@ -65,25 +71,22 @@ async function exportKeyPem(key: CryptoKey): Promise<string> {
 	return x509.PemConverter.encode(await crypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
 }
 
-async function loadCa(dir: string): Promise<Ca | undefined> {
-	let certPem: string;
-	let keyPem: string;
-	try {
-		[certPem, keyPem] = await Promise.all([
-			readFile(join(dir, "ca.crt"), "utf8"),
-			readFile(join(dir, "ca.key"), "utf8"),
-		]);
-	} catch (e) {
-		if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-		throw e;
-	}
-	const corrupt = (file: string, e: unknown) =>
+/** Where the record lives, for messages an operator acts on. */
+function where(store: StateStore, name: string): string {
+	return store.location?.(authorityKey(name)) ?? `state record ${authorityKey(name)}`;
+}
+
+async function loadCa(store: StateStore, name: string): Promise<Ca | undefined> {
+	const record = await readAuthorityRecord(store, name);
+	if (!record) return undefined;
+	const { certPem, keyPem } = record.value;
+	const corrupt = (what: string, e: unknown) =>
 		new CertificateeError(
 			"STATE_CORRUPT",
-			`${join(dir, file)} is not a valid CA ${file === "ca.key" ? "key" : "certificate"}: ${describeError(e)}`,
+			`${where(store, name)} does not hold a valid CA ${what}: ${describeError(e)}`,
 			{
-				context: { file: join(dir, file) },
-				hint: `restore ${file} from a backup; or delete ${dir} to create a new CA (clients must then trust the new ca.crt)`,
+				context: { ...(store.location ? { file: where(store, name) } : {}), operation: "read local CA" },
+				hint: `restore it from a backup; or delete it to create a new CA (clients must then trust the new root: certificatee ca export)`,
 				cause: e,
 			},
 		);
@@ -92,18 +95,18 @@ async function loadCa(dir: string): Promise<Ca | undefined> {
 		const der = x509.PemConverter.decodeFirst(keyPem);
 		key = await crypto.subtle.importKey("pkcs8", der, CA_ALGORITHM, false, ["sign"]);
 	} catch (e) {
-		throw corrupt("ca.key", e);
+		throw corrupt("key", e);
 	}
 	let cert: x509.X509Certificate;
 	try {
 		cert = new x509.X509Certificate(certPem);
 	} catch (e) {
-		throw corrupt("ca.crt", e);
+		throw corrupt("certificate", e);
 	}
 	return { cert, certPem, key };
 }
 
-async function createCa(dir: string, config: LocalCaSourceConfig, now: Date): Promise<Ca> {
+async function createCa(store: StateStore, config: LocalCaSourceConfig, now: Date): Promise<Ca> {
 	const keys = (await crypto.subtle.generateKey(CA_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
 	const cert = await x509.X509CertificateGenerator.createSelfSigned(
 		{
@@ -121,25 +124,22 @@ async function createCa(dir: string, config: LocalCaSourceConfig, now: Date): Pr
 		},
 		crypto,
 	);
-	const parent = join(dir, "..");
-	await mkdir(parent, { recursive: true, mode: 0o700 });
-	const temp = join(parent, `.tmp-ca-${config.name}-${randomBytes(4).toString("hex")}`);
-	await mkdir(temp, { mode: 0o700 });
+	const certPem = cert.toString("pem");
 	try {
-		await writeFileAtomic(join(temp, "ca.key"), await exportKeyPem(keys.privateKey), 0o600);
-		await writeFileAtomic(join(temp, "ca.crt"), cert.toString("pem"), 0o644);
-		await rename(temp, dir);
-		await syncDir(parent);
+		// Version 0: only if no CA exists; the record (key and certificate together) is written atomically.
+		await writeAuthorityRecord(
+			store,
+			config.name,
+			{ certPem, keyPem: await exportKeyPem(keys.privateKey) },
+			0,
+		);
 	} catch (e) {
-		// Another process (`certificatee ca export` beside the daemon) created it first: use that one.
-		const code = (e as NodeJS.ErrnoException).code;
-		const existing = code === "ENOTEMPTY" || code === "EEXIST" ? await loadCa(dir) : undefined;
+		// Another writer created it first: use that one.
+		const existing = isCertificateeError(e, "STATE_CONFLICT") ? await loadCa(store, config.name) : undefined;
 		if (existing) return existing;
 		throw e;
-	} finally {
-		await rm(temp, { recursive: true, force: true });
 	}
-	return { cert, certPem: cert.toString("pem"), key: keys.privateKey };
+	return { cert, certPem, key: keys.privateKey };
 }
 
 async function issueLeaf(ca: Ca, request: IssueRequest, notBefore: Date, notAfter: Date): Promise<IssuedPem> {
@@ -181,12 +181,12 @@ async function issueLeaf(ca: Ca, request: IssueRequest, notBefore: Date, notAfte
 }
 
 export function createLocalCaIssuer(config: LocalCaSourceConfig, deps: LocalCaDeps): LocalCaIssuer {
-	const dir = join(deps.stateDir, "local-ca", config.name);
+	const { store } = deps;
 	const clock = deps.clock ?? (() => new Date());
 	let ca: Promise<Ca> | undefined;
 
 	function ensureCa(): Promise<Ca> {
-		ca ??= (async () => (await loadCa(dir)) ?? (await createCa(dir, config, clock())))();
+		ca ??= (async () => (await loadCa(store, config.name)) ?? (await createCa(store, config, clock())))();
 		// A failure (unwritable directory) must not stick: the next call tries again.
 		ca.catch(() => {
 			ca = undefined;
@@ -206,12 +206,15 @@ export function createLocalCaIssuer(config: LocalCaSourceConfig, deps: LocalCaDe
 				const notBefore = new Date(now - Math.min(60_000, Math.floor(lifetime / 10)));
 				return await issueLeaf(authority, request, notBefore, new Date(now + lifetime));
 			} catch (e) {
-				if (isCertificateeError(e, "STATE_CORRUPT")) throw e; // names ca.key or ca.crt and says what to do
+				if (isCertificateeError(e, "STATE_CORRUPT")) throw e; // names the record and says what to do
 				throw new CertificateeError(
 					"ISSUE_FAILED",
 					`local CA "${config.name}" could not issue "${request.certificate}": ${describeError(e)}`,
 					{
-						context: { certificate: request.certificate, file: dir },
+						context: {
+							certificate: request.certificate,
+							...(store.location ? { file: where(store, config.name) } : {}),
+						},
 						hint: "check that the state directory is writable and on a local filesystem",
 						retryable: true,
 						cause: e,
@@ -226,19 +229,15 @@ export function createLocalCaIssuer(config: LocalCaSourceConfig, deps: LocalCaDe
 			signal.throwIfAborted();
 			// A private CA has no CRL or OCSP responder here: the revocation is recorded for the operator to act on.
 			const cert = new x509.X509Certificate(certPem);
-			const file = join(dir, "revoked.json");
-			const previous = await readFile(file, "utf8").then(
-				(t) => JSON.parse(t) as unknown[],
-				() => [],
-			);
+			const previous = await readRevocations(store, config.name);
 			const entry = {
 				serial: cert.serialNumber,
 				subject: cert.subject,
 				reason,
 				revokedAt: clock().toISOString(),
 			};
-			await mkdir(dir, { recursive: true, mode: 0o700 });
-			await writeFileAtomic(file, `${JSON.stringify([...previous, entry], null, 2)}\n`, 0o600);
+			const revoked = [...(previous?.value.revoked ?? []), entry];
+			await writeRevocations(store, config.name, { revoked }, previous?.version ?? 0);
 		},
 	};
 }

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../../src/errors.js";
 import { type AcmeIssuer, createAcmeIssuer } from "../../../src/sources/acme/index.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { stateAt } from "../../harness/state.js";
 import { expectValidIssue, pebbleConfig } from "./helpers.js";
 
 let dir: string;
@@ -14,7 +15,7 @@ const issuers: AcmeIssuer[] = [];
 const pebbles: PebbleHandle[] = [];
 
 function issuer(pebble: PebbleHandle, extra: Record<string, unknown>): AcmeIssuer {
-	const created = createAcmeIssuer(pebbleConfig(pebble, extra), { stateDir: dir });
+	const created = createAcmeIssuer(pebbleConfig(pebble, extra), { store: stateAt(dir) });
 	issuers.push(created);
 	return created;
 }
@@ -84,7 +85,7 @@ describe("External Account Binding", () => {
 			createAcmeIssuer(
 				pebbleConfig(pebble, { eab: { kid: "k", hmac_key_file: path.join(dir, "missing") } }),
 				{
-					stateDir: dir,
+					store: stateAt(dir),
 				},
 			);
 		} catch (e) {

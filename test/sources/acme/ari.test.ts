@@ -20,6 +20,7 @@ import {
 	startAriServer,
 } from "../../harness/ari-server.js";
 import { createTestCa, generateKeys, type TestIssuer } from "../../harness/certs.js";
+import { stateAt } from "../../harness/state.js";
 
 let ca: TestIssuer;
 let stateDir: string;
@@ -57,7 +58,7 @@ async function issuerFor(
 			http_retries: 0,
 			...extra,
 		}),
-		{ stateDir },
+		{ store: stateAt(stateDir) },
 	);
 	return issuer;
 }

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../../src/errors.js";
 import { type AcmeIssuer, createAcmeIssuer } from "../../../src/sources/acme/index.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { stateAt } from "../../harness/state.js";
 import { expectValidIssue, pebbleConfig } from "./helpers.js";
 
 // argv: <management url> <log file> <action> <name> <value>; "fail" in the name makes it exit 3.
@@ -32,7 +33,7 @@ const issuers: AcmeIssuer[] = [];
 
 function dnsIssuer(extra: Record<string, unknown> = {}): AcmeIssuer {
 	const created = createAcmeIssuer(pebbleConfig(pebble, { http01: undefined, dns_hook: hook, ...extra }), {
-		stateDir: dir,
+		store: stateAt(dir),
 	});
 	issuers.push(created);
 	return created;

@@ -21,6 +21,7 @@ import { type DpapiDouble, startDpapiDouble } from "../../harness/dpapi-double/i
 import { freePort, type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 import { assertConfigValid } from "../../harness/invariant.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { stateAt } from "../../harness/state.js";
 import { expectValidIssue } from "./helpers.js";
 
 const NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"] as const;
@@ -102,7 +103,7 @@ function issuer(name: string, targets: TargetConfig[]): AcmeIssuer {
 		timeout: "45s",
 	});
 	const created = createAcmeIssuer(config, {
-		stateDir: dir,
+		store: stateAt(path.join(dir, "state")),
 		challengeMaps: (names, file) => challengeMapNodes(targets, names, file),
 	});
 	issuers.push(created);
@@ -195,7 +196,7 @@ describe("HTTP-01 through HAProxy maps on a fleet of 3", () => {
 			poll_interval: "250ms",
 		});
 		const acme = createAcmeIssuer(config, {
-			stateDir: dir,
+			store: stateAt(path.join(dir, "state")),
 			challengeMaps: (names, file) => challengeMapNodes(targets, names, file),
 		});
 		issuers.push(acme);

@@ -10,6 +10,7 @@ import { createAcmeIssuer } from "../../../src/sources/acme/index.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
 import { freePorts } from "../../harness/ports.js";
+import { stateAt } from "../../harness/state.js";
 import { expectValidIssue, pebbleConfig } from "./helpers.js";
 
 let dir: string;
@@ -107,7 +108,7 @@ backend site
 		const acme = createAcmeIssuer(
 			pebbleConfig(pebble, { http01: { listen: `127.0.0.1:${responderPort}` } }),
 			{
-				stateDir: dir,
+				store: stateAt(dir),
 			},
 		);
 		try {

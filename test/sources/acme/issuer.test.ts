@@ -8,6 +8,7 @@ import { isCertificateeError } from "../../../src/errors.js";
 import { type AcmeIssuer, createAcmeIssuer } from "../../../src/sources/acme/index.js";
 import type { KeyType } from "../../../src/sources/types.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { closeStateAt, stateAt } from "../../harness/state.js";
 import { expectValidIssue, pebbleConfig } from "./helpers.js";
 
 let pebble: PebbleHandle;
@@ -17,7 +18,7 @@ const issuers: AcmeIssuer[] = [];
 const signal = () => AbortSignal.timeout(30_000);
 
 function issuer(extra: Record<string, unknown> = {}, dir = stateDir): AcmeIssuer {
-	const created = createAcmeIssuer(pebbleConfig(pebble, extra), { stateDir: dir });
+	const created = createAcmeIssuer(pebbleConfig(pebble, extra), { store: stateAt(dir) });
 	issuers.push(created);
 	return created;
 }
@@ -66,31 +67,30 @@ describe("ACME issuer over real HTTP-01", () => {
 				{ certificate: "one", domains: ["one.reuse.test"], keyType: "ecdsa-p256" },
 				signal(),
 			);
-			const keyFile = path.join(dir, "acme", "reuse", "account.key");
-			const metaFile = path.join(dir, "acme", "reuse", "account.json");
-			const before = await Promise.all([stat(keyFile), stat(metaFile)]);
-			expect(before[0].mode & 0o777).toBe(0o600);
-			expect(before[1].mode & 0o777).toBe(0o600);
-			expect(createPrivateKey(await readFile(keyFile, "utf8")).asymmetricKeyType).toBe("ec");
-			const meta = JSON.parse(await readFile(metaFile, "utf8")) as {
-				account_url: string;
-				directory_url: string;
+			// The account is the state store's accounts/reuse record: one 0600 file with the key and the URLs.
+			const file = path.join(dir, "accounts", "reuse.json");
+			const before = await stat(file);
+			expect(before.mode & 0o777).toBe(0o600);
+			const meta = JSON.parse(await readFile(file, "utf8")).value as {
+				keyPem: string;
+				accountUrl: string;
+				directoryUrl: string;
 			};
-			expect(meta.directory_url).toBe(pebble.directoryUrl);
-			expect(meta.account_url).toMatch(/^https:\/\/localhost:\d+\/my-account\//);
+			expect(createPrivateKey(meta.keyPem).asymmetricKeyType).toBe("ec");
+			expect(meta.directoryUrl).toBe(pebble.directoryUrl);
+			expect(meta.accountUrl).toMatch(/^https:\/\/localhost:\d+\/my-account\//);
 
 			const issued = await issuer({ name: "reuse" }, dir).issue(
 				{ certificate: "two", domains: ["two.reuse.test"], keyType: "ecdsa-p256" },
 				signal(),
 			);
 			expectValidIssue(issued, root, ["two.reuse.test"]);
-			const after = await Promise.all([stat(keyFile), stat(metaFile)]);
-			for (const i of [0, 1] as const) {
-				expect(after[i].ino).toBe(before[i].ino);
-				expect(after[i].mtimeMs).toBe(before[i].mtimeMs);
-			}
-			expect(JSON.parse(await readFile(metaFile, "utf8"))).toEqual(meta);
+			const after = await stat(file);
+			expect(after.ino).toBe(before.ino);
+			expect(after.mtimeMs).toBe(before.mtimeMs);
+			expect(JSON.parse(await readFile(file, "utf8")).value).toEqual(meta);
 		} finally {
+			await closeStateAt(dir);
 			await rm(dir, { recursive: true, force: true });
 		}
 	});

@@ -10,6 +10,7 @@ import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AcmeIssuer, createAcmeIssuer } from "../../../src/sources/acme/index.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { stateAt } from "../../harness/state.js";
 import { pebbleConfig } from "./helpers.js";
 
 let pebble: PebbleHandle;
@@ -38,7 +39,7 @@ afterAll(async () => {
 });
 
 async function chainTop(extra: Record<string, unknown>, name: string): Promise<X509Certificate> {
-	const issuer = createAcmeIssuer(pebbleConfig(pebble, extra), { stateDir });
+	const issuer = createAcmeIssuer(pebbleConfig(pebble, extra), { store: stateAt(stateDir) });
 	issuers.push(issuer);
 	const issued = await issuer.issue(
 		{ certificate: name, domains: [`${name}.test`], keyType: "ecdsa-p256" },

@@ -27,7 +27,7 @@ beforeAll(async () => {
 	});
 	dir = await mkdtemp(path.join(tmpdir(), "certificatee-acme-renewal-"));
 	store = await openFileStore(path.join(dir, "state"));
-	acme = createAcmeIssuer(pebbleConfig(pebble), { stateDir: path.join(dir, "state") });
+	acme = createAcmeIssuer(pebbleConfig(pebble), { store });
 });
 
 afterAll(async () => {

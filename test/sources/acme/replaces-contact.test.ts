@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ariCertId, createAcmeIssuer } from "../../../src/sources/acme/index.js";
 import { type AcmeObserver, startAcmeObserver } from "../../harness/acme-observer.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { stateAt } from "../../harness/state.js";
 import { pebbleConfig } from "./helpers.js";
 
 let pebble: PebbleHandle;
@@ -34,7 +35,7 @@ async function observed(advertiseAri: boolean, email: string, dir: string) {
 	closers.push(() => obs.close());
 	const issuer = createAcmeIssuer(
 		pebbleConfig(pebble, { directory_url: obs.directoryUrl, ca_file: obs.caFile, email }),
-		{ stateDir: dir },
+		{ store: stateAt(dir) },
 	);
 	closers.push(() => issuer.close());
 	return { obs, issuer };
@@ -64,30 +65,30 @@ describe("ACME newOrder and account updates", () => {
 		const issuerWith = (email: string) => {
 			const issuer = createAcmeIssuer(
 				pebbleConfig(pebble, { directory_url: obs.directoryUrl, ca_file: obs.caFile, email }),
-				{ stateDir: dir },
+				{ store: stateAt(dir) },
 			);
 			closers.push(() => issuer.close());
 			return issuer;
 		};
 		const req = { certificate: "mail", domains: ["mail.test"], keyType: "ecdsa-p256" as const };
 		await issuerWith("old@example.com").issue(req, signal());
-		const file = path.join(dir, "acme", "pebble", "account.json");
-		const stored = JSON.parse(await readFile(file, "utf8"));
+		const file = path.join(dir, "accounts", "pebble.json");
+		const stored = JSON.parse(await readFile(file, "utf8")).value;
 		expect(stored.contact).toEqual(["mailto:old@example.com"]);
 
 		const from = obs.posts.length;
 		await issuerWith("new@example.com").issue(req, signal());
-		const updated = JSON.parse(await readFile(file, "utf8"));
-		expect(updated.account_url).toBe(stored.account_url);
+		const updated = JSON.parse(await readFile(file, "utf8")).value;
+		expect(updated.accountUrl).toBe(stored.accountUrl);
 		expect(updated.contact).toEqual(["mailto:new@example.com"]);
 		// The update went to the account URL, and Pebble answered with the account holding the new contact.
-		const update = obs.posts.slice(from).find((p) => p.path === new URL(stored.account_url).pathname);
+		const update = obs.posts.slice(from).find((p) => p.path === new URL(stored.accountUrl).pathname);
 		expect(update?.payload).toEqual({ contact: ["mailto:new@example.com"] });
 		expect(update?.status).toBe(200);
 		expect(JSON.parse(update?.response ?? "{}").contact).toEqual(["mailto:new@example.com"]);
 		// Unchanged email: no further account update.
 		const again = obs.posts.length;
 		await issuerWith("new@example.com").issue(req, signal());
-		expect(obs.posts.slice(again).filter((p) => p.path === new URL(stored.account_url).pathname)).toEqual([]);
+		expect(obs.posts.slice(again).filter((p) => p.path === new URL(stored.accountUrl).pathname)).toEqual([]);
 	}, 60_000);
 });

@@ -11,6 +11,7 @@ import { type BindHandle, startBind } from "../../harness/bind.js";
 import { failure } from "../../harness/failure.js";
 import { expectNoKeyMaterial } from "../../harness/no-secrets.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { stateAt } from "../../harness/state.js";
 import { expectValidIssue, pebbleConfig } from "./helpers.js";
 
 let bind: BindHandle;
@@ -51,7 +52,7 @@ function rfc2136Issuer(secretFile = bind.secretFile("certificatee")): AcmeIssuer
 			},
 		},
 	});
-	const issuer = createAcmeIssuer(config, { stateDir: dir });
+	const issuer = createAcmeIssuer(config, { store: stateAt(dir) });
 	issuers.push(issuer);
 	return issuer;
 }

@@ -5,7 +5,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Secret } from "../../../src/certificates/types.js";
 import { isCertificateeError } from "../../../src/errors.js";
-import { acmeSourceSchema, fileAccountStore } from "../../../src/sources/acme/index.js";
+import { acmeSourceSchema, storedAccount } from "../../../src/sources/acme/index.js";
+import { closeStateAt, stateAt } from "../../harness/state.js";
 
 const minimal = { name: "le", type: "acme", directory_url: "https://acme.example/dir" };
 const rfc2136 = {
@@ -70,17 +71,18 @@ describe("acmeSourceSchema", () => {
 	});
 });
 
-describe("fileAccountStore", () => {
+describe("storedAccount (the accounts/<issuer> record)", () => {
 	let dir: string;
 	beforeAll(async () => {
 		dir = await mkdtemp(path.join(tmpdir(), "certificatee-account-store-"));
 	});
 	afterAll(async () => {
+		await closeStateAt(dir);
 		await rm(dir, { recursive: true, force: true });
 	});
 
-	it("round-trips an account in 0600 files and writes nothing when nothing changed", async () => {
-		const store = fileAccountStore(path.join(dir, "a"));
+	it("round-trips an account in a 0600 record and writes nothing when nothing changed", async () => {
+		const store = storedAccount(stateAt(dir), "a");
 		expect(await store.load()).toBeUndefined();
 		const account = {
 			key: new Secret("-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n"),
@@ -91,22 +93,25 @@ describe("fileAccountStore", () => {
 		const loaded = await store.load();
 		expect(loaded?.key.reveal()).toBe(account.key.reveal());
 		expect(loaded?.accountUrl).toBe("https://ca/acct/1");
-		const before = await stat(path.join(dir, "a", "account.key"));
+		const file = path.join(dir, "accounts", "a.json");
+		const before = await stat(file);
 		expect(before.mode & 0o777).toBe(0o600);
-		expect((await stat(path.join(dir, "a"))).mode & 0o777).toBe(0o700);
+		expect((await stat(path.join(dir, "accounts"))).mode & 0o777).toBe(0o700);
 		await store.save(account);
-		expect((await stat(path.join(dir, "a", "account.key"))).ino).toBe(before.ino);
+		expect((await stat(file)).ino).toBe(before.ino);
+		expect(JSON.parse(await readFile(file, "utf8")).version).toBe(1);
 		expect(JSON.stringify(loaded)).not.toContain("PRIVATE KEY");
 	});
 
-	it("reports a corrupt account.json as STATE_CORRUPT naming the file", async () => {
-		const store = fileAccountStore(path.join(dir, "b"));
+	it("reports a corrupt account record as STATE_CORRUPT naming the file", async () => {
+		const store = storedAccount(stateAt(dir), "b");
 		await store.save({ key: new Secret("k") });
-		await writeFile(path.join(dir, "b", "account.json"), '{"account_url": 7}');
+		const file = path.join(dir, "accounts", "b.json");
+		await writeFile(file, JSON.stringify({ version: 1, value: { keyPem: "k", accountUrl: 7 } }));
 		const error = await store.load().catch((e: unknown) => e);
 		expect(isCertificateeError(error, "STATE_CORRUPT")).toBe(true);
 		if (!isCertificateeError(error)) return;
-		expect(error.context.file).toBe(path.join(dir, "b", "account.json"));
-		expect(await readFile(path.join(dir, "b", "account.key"), "utf8")).toBe("k");
+		expect(error.context.file).toBe(file);
+		expect(error.message).not.toContain('"k"');
 	});
 });
