@@ -4,16 +4,18 @@
  * is locked to one process (lock.ts), so compare-and-swap only has to be serialised inside this process.
  * watch() reports changes made through this store (the lock means no other process writes).
  */
+import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CertificateeError } from "../errors.js";
 import { isTempFile, removeTempFiles, writeFileAtomic } from "./atomic-file.js";
-import { migrateLegacyLayout } from "./legacy.js";
 import { acquireStateLock } from "./lock.js";
 import type { StateStore, Versioned } from "./types.js";
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const SUFFIX = ".json";
+/** Where issuers kept their own files before the store held their state (legacy.ts). */
+const LEGACY_FOLDERS = ["acme", "local-ca"];
 
 export interface FileStore extends StateStore {
 	readonly dir: string;
@@ -153,7 +155,9 @@ export async function openFileStore(stateDir: string, options: OpenOptions = {})
 			lock?.release();
 		},
 	};
-	if (lock) {
+	if (lock && LEGACY_FOLDERS.some((f) => existsSync(join(stateDir, f)))) {
+		// Loaded only when there is something to move: the store stays light to open (records pull in zod).
+		const { migrateLegacyLayout } = await import("./legacy.js");
 		try {
 			await migrateLegacyLayout(stateDir, store);
 		} catch (e) {

@@ -1,11 +1,12 @@
 /** `certificatee ca export` as a child process: the local CA's root PEM, or an error naming the sources. */
 import { execFile } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
+import { createTestCa } from "../harness/certs.js";
 
 const run = promisify(execFile);
 const cli = join(import.meta.dirname, "../../dist/cli/main.js");
@@ -54,6 +55,26 @@ describe("cli/ca export (the built CLI as a child process)", () => {
 		expect((await certificatee(["ca", "export", "--config", f])).stdout).toBe(r.stdout);
 		const other = await certificatee(["ca", "export", "--source", "other", "--config", f]);
 		expect(new X509Certificate(other.stdout).subject).toContain("CN=Other Test CA");
+	});
+
+	it("a state directory laid out the old way (local-ca/<name>/ca.crt, ca.key): the same root, moved into the store", async () => {
+		const ca = await createTestCa("Old Layout Test CA");
+		const old = join(dir, "old-state", "local-ca", "internal");
+		mkdirSync(old, { recursive: true });
+		writeFileSync(join(old, "ca.crt"), ca.certPem, { mode: 0o644 });
+		writeFileSync(join(old, "ca.key"), ca.keyPem, { mode: 0o600 });
+		const f = join(dir, "old.yaml");
+		writeFileSync(
+			f,
+			`state_dir: ${join(dir, "old-state")}\nsources:\n  - { name: internal, type: local-ca }\n`,
+		);
+		const r = await certificatee(["ca", "export", "--config", f]);
+		expect(r.code, r.stderr).toBe(0);
+		expect(new X509Certificate(r.stdout).fingerprint256).toBe(new X509Certificate(ca.certPem).fingerprint256);
+		expect(existsSync(join(dir, "old-state", "local-ca"))).toBe(false);
+		const record = join(dir, "old-state", "authorities", "internal.json");
+		expect(statSync(record).mode & 0o777).toBe(0o600);
+		expect(r.stdout + r.stderr).not.toContain("PRIVATE KEY");
 	});
 
 	it("fails naming the local-ca sources there are, or saying there is none", async () => {
