@@ -4,7 +4,7 @@
  */
 import pLimit from "p-limit";
 import { CertificateeError, describeError, errorView } from "../errors.js";
-import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
+import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import {
 	type Action,
 	type DesiredCertificate,
@@ -14,10 +14,21 @@ import {
 	type ServedCertificate,
 } from "./model.js";
 import { planEndpoint } from "./plan.js";
+import {
+	type BreakerState,
+	breakerCloses,
+	budgetView,
+	decideReload,
+	describeNeeds,
+	pruneHistory,
+	type ReloadNeed,
+	type ReloadRecord,
+} from "./reload-budget.js";
 import { redoView, settleOnWorker } from "./reloads.js";
 import {
 	type EndpointReport,
 	emptyEndpointReport,
+	type ReloadsView,
 	type ServedView,
 	type StepView,
 	viewAction,
@@ -49,6 +60,8 @@ export interface EndpointJob {
 	knownPinned?: ReadonlyMap<string, string>;
 	/** Every write goes through the queue of the HAProxy process it reaches, shared by all targets. */
 	writers?: { queues: WriteQueues; address: string };
+	/** The target's reload budget and this endpoint's remembered reloads and breaker (docs/reloads.md). */
+	reloads?: { maxPerHour: number; history: readonly ReloadRecord[]; breaker?: BreakerState };
 	signal: AbortSignal;
 	now: () => Date;
 }
@@ -74,7 +87,27 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
 	const notes = [...plan.notes];
 	let served = servedBefore;
-	if (job.mode === "sync" && plan.steps.length > 0) {
+	const reloads = job.reloads;
+	let reloadsView: ReloadsView | undefined = reloads && {
+		budget: budgetView(reloads.maxPerHour, reloads.history, job.now()),
+		recent: pruneHistory(reloads.history, job.now()),
+		...(reloads.breaker ? { breaker: reloads.breaker } : {}),
+	};
+	if (job.mode === "sync" && reloadsView?.breaker !== undefined) {
+		if (breakerCloses(servedBefore.map((s) => s.view))) {
+			notes.push(
+				`reload breaker closed: every probed name serves what was written (open since ${reloadsView.breaker.openedAt})`,
+			);
+			delete reloadsView.breaker;
+		} else {
+			// Open: nothing is written to this node until it serves what was written, or an operator clears it.
+			for (const view of steps) {
+				view.result = "skipped";
+				view.note = "reload breaker open: no writes to this endpoint";
+			}
+		}
+	}
+	if (job.mode === "sync" && plan.steps.length > 0 && reloadsView?.breaker === undefined) {
 		const queue = job.writers?.queues.queueFor({
 			address: job.writers.address,
 			...workerKey(observation),
@@ -92,6 +125,19 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		);
 		({ observation, verdicts, served } = after);
 		notes.push(...after.notes);
+		if (reloads && reloadsView) {
+			const reloaded = await reloadIfAllowed(job, reloads, reloadsView, {
+				plan,
+				written,
+				steps,
+				queue,
+				pinnedRefs,
+				state: { observation, verdicts, served },
+			});
+			({ observation, verdicts, served } = reloaded.state);
+			notes.splice(0, notes.length, ...reloaded.notes(notes));
+			reloadsView = reloaded.view;
+		}
 		// A name the writes fixed is no longer shadowed; the report shows what is served now.
 		const fixed = new Set(served.filter((s) => s.view.match).map((s) => s.view.sni));
 		verdicts = verdicts
@@ -107,6 +153,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		steps,
 		notes,
 		...(plan.servingAfter.length > 0 ? { servingAfter: plan.servingAfter } : {}),
+		...(reloadsView ? { reloads: reloadsView } : {}),
 		served: served.map((s) => s.view),
 		refs: observation.refs.map((r) => {
 			const notAfter = r.runtime?.notAfter ?? r.storage?.notAfter;
@@ -133,6 +180,7 @@ async function redoAfterReloads(
 	steps: StepView[],
 	queue: WriteQueue | undefined,
 	pinnedRefs: Map<string, string>,
+	cause = "HAProxy reloaded during the writes",
 ): Promise<{ observation: Observed; verdicts: Verdict[]; served: Probed; notes: string[] }> {
 	let { observation, verdicts, served } = state;
 	const notes: string[] = [];
@@ -151,7 +199,7 @@ async function redoAfterReloads(
 			);
 			break;
 		}
-		const why = `HAProxy reloaded during the writes (worker ${reloaded.from} -> ${reloaded.to})`;
+		const why = `${cause} (worker ${reloaded.from} -> ${reloaded.to})`;
 		observation = reloaded.again;
 		settleOnWorker(written, observation, why);
 		served = await probeAll(job);
@@ -204,6 +252,7 @@ async function applySteps(
 		view.result = result.ok ? "ok" : "failed";
 		if (result.note) view.note = result.note;
 		if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
+		if (result.reloadNeeded) view.reloadNeeded = result.reloadNeeded;
 		const refusal = result.error ? pinnedBy(step.action, result.error) : undefined;
 		if (refusal !== undefined) {
 			// Refused by the configuration, not failed: reported as pinned, kept and synced from the next cycle.
@@ -357,4 +406,123 @@ async function probeAll(job: EndpointJob): Promise<Probed> {
 			}),
 		),
 	);
+}
+
+interface Applied {
+	plan: ReturnType<typeof planEndpoint>;
+	written: Array<{ action: Action; view: StepView }>;
+	steps: StepView[];
+	queue: WriteQueue | undefined;
+	pinnedRefs: Map<string, string>;
+	state: { observation: Observed; verdicts: Verdict[]; served: Probed };
+}
+
+/** What only a reload makes live after this cycle's writes: planned new files, and writes the driver could not hot-swap. */
+export function reloadNeedsOf(planned: readonly ReloadNeed[], steps: readonly StepView[]): ReloadNeed[] {
+	const storageOk = (ref: string) =>
+		steps.every((s) => s.ref !== ref || !s.op.startsWith("storage-") || s.result === "ok");
+	return [
+		...planned.filter((n) => storageOk(n.ref)),
+		...steps.flatMap((s) =>
+			s.reloadNeeded && storageOk(s.ref)
+				? [{ ref: s.ref, ...(s.certificate ? { certificate: s.certificate } : {}), reason: s.reloadNeeded }]
+				: [],
+		),
+	];
+}
+
+/**
+ * After every write of the cycle: one reload at most, when something written is live only after one and the
+ * budget and the breaker allow it; then every changed name is probed. A reload that fails, or after which the
+ * node does not serve what was written, opens the breaker.
+ */
+async function reloadIfAllowed(
+	job: EndpointJob,
+	reloads: NonNullable<EndpointJob["reloads"]>,
+	view: ReloadsView,
+	applied: Applied,
+): Promise<{ state: Applied["state"]; view: ReloadsView; notes: (notes: string[]) => string[] }> {
+	const { steps } = applied;
+	const needs = reloadNeedsOf(applied.plan.reloadNeeds, steps);
+	const unchanged = { state: applied.state, view, notes: (n: string[]) => n };
+	const writesDurable = steps.every((s) => !s.op.startsWith("storage-") || s.result === "ok");
+	const decision = decideReload({
+		now: job.now(),
+		maxPerHour: reloads.maxPerHour,
+		history: reloads.history,
+		...(reloads.breaker && view.breaker ? { breaker: reloads.breaker } : {}),
+		needs,
+		writesDurable,
+	});
+	if (decision.action === "none") return unchanged;
+	if (decision.action === "hold" || job.driver.reload === undefined || job.signal.aborted) {
+		const code = decision.action === "hold" ? decision.code : "RELOAD_DISABLED";
+		const message =
+			decision.action === "hold"
+				? decision.message
+				: `pending a reload (${describeNeeds(needs)}): ${job.signal.aborted ? "stopping" : "this target cannot reload"}`;
+		for (const s of steps) if (s.reloadNeeded) s.note = `${s.note ? `${s.note}; ` : ""}${code}: ${message}`;
+		return {
+			...unchanged,
+			view: { ...view, cycle: { decision: "held", reasons: decision.reasons, code, message } },
+		};
+	}
+	const at = job.now();
+	const why = `certificatee reloaded HAProxy (${describeNeeds(needs)})`;
+	const run = () => (job.driver.reload as NonNullable<EndpointDriver["reload"]>)(NEVER_ABORTED);
+	const outcome = await (applied.queue ? applied.queue.run(run) : run());
+	let state = applied.state;
+	const extraNotes: string[] = [];
+	let result: ReloadRecord["result"] = "failed";
+	let message: string;
+	if (!outcome.ok) {
+		message = `${outcome.error.code}: ${outcome.error.message}`;
+	} else {
+		// The new worker loaded the disk: settle every step on what it holds, and redo what only memory had.
+		const after = await redoAfterReloads(
+			job,
+			state,
+			applied.written,
+			steps,
+			applied.queue,
+			applied.pinnedRefs,
+			"certificatee reloaded HAProxy",
+		);
+		state = { observation: after.observation, verdicts: after.verdicts, served: after.served };
+		extraNotes.push(...after.notes);
+		const changed = new Set(needs.flatMap((n) => (n.certificate ? [n.certificate] : [])));
+		const probed = state.served.filter((s) => changed.has(s.view.certificate)).map((s) => s.view);
+		const refs = new Map(state.observation.refs.map((r) => [r.ref, r]));
+		const held = needs.every((n) => {
+			const want = job.desired.find((d) => d.ref === n.ref)?.certificate.bundle.leaf;
+			return want !== undefined && sideMatches(refs.get(n.ref)?.runtime, want);
+		});
+		const serves = probed.length > 0 ? breakerCloses(probed) : held;
+		result = serves ? "ok" : "not-served";
+		message = serves
+			? `${outcome.detail}; every changed name serves what was written`
+			: `${outcome.detail}; but ${
+					probed.filter((p) => !p.match).map((p) => `${p.sni} serves ${p.servedSerial ?? p.error ?? "?"}`)[0] ??
+					"the new worker does not hold what was written"
+				}`;
+	}
+	const record: ReloadRecord = { at: at.toISOString(), reasons: decision.reasons, result };
+	const next: ReloadsView = {
+		budget: budgetView(reloads.maxPerHour, [...reloads.history, record], job.now()),
+		recent: pruneHistory([...reloads.history, record], job.now()),
+		cycle: { decision: "reloaded", reasons: decision.reasons, message: `${why}: ${message}`, result },
+	};
+	if (result !== "ok") {
+		next.breaker = { openedAt: at.toISOString(), code: "RELOAD_FAILED", message: `${why}: ${message}` };
+	}
+	const servedRefs = new Set(result === "ok" ? needs.map((n) => n.ref) : []);
+	return {
+		state,
+		view: next,
+		notes: (notes) => [
+			// A new file the reload made live is no longer waiting for one.
+			...notes.filter((n) => ![...servedRefs].some((ref) => n.startsWith(`${ref}: written to storage; HAProxy will serve it after its next reload`))),
+			...extraNotes,
+		],
+	};
 }

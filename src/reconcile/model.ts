@@ -5,6 +5,7 @@
 import type { ChainView } from "../certificates/chain.js";
 import type { Bundle, CertificateInfo } from "../certificates/types.js";
 import type { CertificateeError } from "../errors.js";
+import type { ReloadReason } from "./reload-budget.js";
 
 /** One certificate certificatee is responsible for, from a source or an issuer. */
 export interface DesiredCertificate {
@@ -128,7 +129,14 @@ export interface ActionResult {
 	error?: CertificateeError;
 	/** e.g. "storage delete answered 404: already gone". */
 	note?: string;
+	/** The write is on disk but only a reload makes it live (the storage write of the same ref holds it). */
+	reloadNeeded?: ReloadReason;
 }
+
+/** How an asked-for reload ended: ok once a new worker answers; never hidden. */
+export type ReloadOutcome =
+	| { ok: true; from?: number; to?: number; detail: string }
+	| { ok: false; error: CertificateeError };
 
 /** What a TLS handshake by SNI showed. */
 export interface ServedCertificate {
@@ -155,6 +163,8 @@ export interface EndpointDriver {
 	apply(action: Action, signal: AbortSignal): Promise<ActionResult>;
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
 	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
+	/** Reloads HAProxy (master CLI, or the API's forced reload) and says whether a new worker serves; absent when the target cannot. */
+	reload?(signal: AbortSignal): Promise<ReloadOutcome>;
 }
 
 export interface SourceProblem {

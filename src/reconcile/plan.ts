@@ -6,6 +6,7 @@
 import type { Bundle } from "../certificates/types.js";
 import type { Verdict } from "./classify.js";
 import type { Action, DesiredCertificate, ObservedCrtList, ObservedRef, ServedCertificate } from "./model.js";
+import type { ReloadNeed } from "./reload-budget.js";
 import { planServing, type ServingAfter } from "./serving.js";
 
 export interface PlannedStep {
@@ -21,6 +22,8 @@ export interface EndpointPlan {
 	servingAfter: ServingAfter[];
 	/** Names the writes hand to another ref (reported before the write, naming it). */
 	shadowed: Extract<Verdict, { class: "shadowed" }>[];
+	/** Refs whose storage write only a reload makes live (see reload-budget.ts). */
+	reloadNeeds: ReloadNeed[];
 }
 
 export interface PlanInput {
@@ -41,7 +44,7 @@ export interface PlanInput {
 }
 
 export function planEndpoint(input: PlanInput): EndpointPlan {
-	const plan: Planning = { input, keeperSteps: [], removalSteps: [], notes: [] };
+	const plan: Planning = { input, keeperSteps: [], removalSteps: [], notes: [], reloadNeeds: [] };
 	for (const v of input.verdicts) planVerdict(plan, v);
 	const serving = planServing({
 		steps: [...plan.keeperSteps, ...plan.removalSteps],
@@ -55,6 +58,7 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 		notes: plan.notes,
 		servingAfter: serving.servingAfter,
 		shadowed: serving.shadowed,
+		reloadNeeds: plan.reloadNeeds,
 	};
 }
 
@@ -64,6 +68,7 @@ interface Planning {
 	keeperSteps: PlannedStep[];
 	removalSteps: PlannedStep[];
 	notes: string[];
+	reloadNeeds: ReloadNeed[];
 }
 
 type WriteSide = "storage-replace" | "storage-create" | "runtime-set" | "runtime-add";
@@ -181,6 +186,7 @@ function planRuntimeAdd(plan: Planning, ref: string, certificate: string, bundle
 		notes.push(
 			`${ref}: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)`,
 		);
+		plan.reloadNeeds.push({ ref, certificate, reason: "new-certificate" });
 		return;
 	}
 	const runtimeName = runtimeNameOf(input, ref);

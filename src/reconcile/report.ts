@@ -2,6 +2,7 @@
 import type { ErrorView } from "../errors.js";
 import type { Verdict } from "./classify.js";
 import type { Action, RenewalState, RenewalView } from "./model.js";
+import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "./reload-budget.js";
 import type { ServingAfter } from "./serving.js";
 
 export type { RenewalState, RenewalView } from "./model.js";
@@ -20,6 +21,24 @@ export interface StepView {
 	error?: ErrorView;
 	note?: string;
 	reloadCaused?: { reloadId?: string; reason: string };
+	/** Written to disk; only a reload makes it live. */
+	reloadNeeded?: ReloadReason;
+}
+
+/** An endpoint's reloads: the budget, the reloads of the last hour and why, this cycle's decision, the breaker. */
+export interface ReloadsView {
+	budget: BudgetView;
+	/** Reloads in the last hour (oldest first). */
+	recent: ReloadRecord[];
+	/** This cycle: a reload done (ok, failed, not-served), or held with the code and why. */
+	cycle?: {
+		decision: "reloaded" | "held";
+		reasons: ReloadReason[];
+		code?: string;
+		message: string;
+		result?: ReloadRecord["result"];
+	};
+	breaker?: BreakerState;
 }
 
 export interface ServedView {
@@ -47,6 +66,8 @@ export interface EndpointReport {
 	durationMs: number;
 	/** The endpoint failed this many sync cycles in a row and sync sits out `skipLeft` more (remembered). */
 	backoff?: { failures: number; skipLeft: number };
+	/** HAProxy endpoints: the reload budget, reloads done and why, and the breaker. */
+	reloads?: ReloadsView;
 }
 
 export interface TargetReport {
@@ -109,7 +130,7 @@ export function emptyEndpointReport(
  * daemon's logs, /readyz and the metrics all read these.
  * ------------------------------------------------------------------------------------------------------- */
 
-export type FailureKind = "source" | "order" | "endpoint" | "write" | "probe" | "refused";
+export type FailureKind = "source" | "order" | "endpoint" | "write" | "probe" | "refused" | "reload";
 
 /** Where a list of steps stands: `open` ones are not done (planned, skipped or failed). */
 export interface StepCounts {
@@ -202,6 +223,19 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			hint: "check the new certificate's names; set allow_name_removal: true on the target to push it anyway",
 		});
 	}
+	const breaker = e.reloads?.breaker;
+	if (breaker) {
+		const failedNow = e.reloads?.cycle?.decision === "reloaded" && e.reloads.cycle.result !== "ok";
+		out.push({
+			kind: "reload",
+			key: `reload:${at}`,
+			subject: at,
+			...base,
+			code: failedNow ? "RELOAD_FAILED" : "RELOAD_BREAKER_OPEN",
+			message: `${at}: reload breaker open since ${breaker.openedAt}: ${breaker.message}; no writes to this endpoint`,
+			hint: "fix HAProxy (haproxy -c, its log) until it serves what was written: the breaker closes by itself at the next cycle whose probes all match; or clear it (docs/reloads.md)",
+		});
+	}
 	// A mismatch a planned write will fix is pending, not failed; after the writes (sync) it is a failure.
 	const fixing = new Set(e.steps.filter((s) => s.result === undefined).map((s) => s.certificate));
 	for (const s of e.served) {
@@ -236,6 +270,8 @@ export function endpointState(e: EndpointReport): EndpointState {
 	const pending = stepCounts(e.steps).open;
 	if (pending > 0)
 		return { state: "pending", reason: `${pending} change${pending === 1 ? "" : "s"} pending${backoff}` };
+	const held = e.reloads?.cycle;
+	if (held?.decision === "held") return { state: "pending", reason: `${held.code}: ${held.message}` };
 	return { state: "converged" };
 }
 
@@ -361,7 +397,9 @@ export function cycleOutcome(report: CycleReport): CycleOutcome {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const failures = cycleFailures(report);
 	const writes = stepCounts(endpoints.flatMap((e) => e.steps));
-	const pending = writes.open + (report.renewals ?? []).filter((r) => r.state === "due").length;
+	// A reload held back (budget, max_per_hour 0) leaves what it would make live not served: pending.
+	const held = endpoints.filter((e) => e.reloads?.cycle?.decision === "held").length;
+	const pending = writes.open + held + (report.renewals ?? []).filter((r) => r.state === "due").length;
 	const convergedEndpoints = endpoints.filter((e) => endpointState(e).state === "converged").length;
 	return {
 		failures,
@@ -388,6 +426,7 @@ export function outcomeLine(outcome: CycleOutcome, mode: "plan" | "sync"): strin
 		write: ["failed write", "failed writes"],
 		probe: ["failed probe", "failed probes"],
 		refused: ["refused update", "refused updates"],
+		reload: ["reload breaker open", "reload breakers open"],
 	};
 	for (const [kind, n] of byKind) parts.push(`${n} ${noun[kind][n === 1 ? 0 : 1]}`);
 	if (outcome.pending > 0) {

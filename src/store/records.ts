@@ -2,7 +2,8 @@
  * What certificatee keeps in the state store, as typed records over the narrow StateStore:
  *   certificates/<name>          issued certificates, newest first, the last 3 kept for rollback
  *   renewal/<name>               renewal state: jitter, renewAt, attempts, failures, orders (loop breaker)
- *   endpoints/<target>           per endpoint of an HAProxy target: backoff after failures, pinned duplicates
+ *   endpoints/<target>           per endpoint of an HAProxy target: backoff after failures, pinned duplicates,
+ *                                reloads of the last hour and the reload breaker
  *   accounts/<issuer>            an ACME issuer's account: its key, the CA's account URL, the contact sent
  *   authorities/<issuer>         a local CA: its root certificate and key
  *   revocations/<issuer>         what a local CA revoked (it has no CRL; the operator acts on the list)
@@ -123,6 +124,18 @@ export const endpointMemorySchema = z.object({
 	skipLeft: z.number().int().min(0),
 	/** Duplicates whose removal the endpoint refused (ref -> why): kept and synced, removal not retried. */
 	pinned: z.record(z.string(), z.string()),
+	/** Reloads certificatee did in the last hour (the budget is a sliding hour). */
+	reloads: z
+		.array(
+			z.object({
+				at: isoDate,
+				reasons: z.array(z.enum(["new-certificate", "too-large"])),
+				result: z.enum(["ok", "failed", "not-served"]),
+			}),
+		)
+		.optional(),
+	/** Open reload breaker: no writes until the node serves what was written, or an operator removes this. */
+	breaker: z.object({ openedAt: isoDate, code: z.literal("RELOAD_FAILED"), message: z.string() }).optional(),
 });
 export type EndpointMemory = z.infer<typeof endpointMemorySchema>;
 export const targetMemorySchema = z.object({ endpoints: z.record(z.string(), endpointMemorySchema) });

@@ -37,11 +37,14 @@ function canonical(memory: ReadonlyMap<string, EndpointMemory>): TargetMemory {
 	for (const name of [...memory.keys()].sort()) {
 		const m = memory.get(name) as EndpointMemory;
 		const refs = Object.keys(m.pinned).sort();
-		if (m.failures === 0 && m.skipLeft === 0 && refs.length === 0) continue;
+		const reloads = m.reloads ?? [];
+		if (m.failures === 0 && m.skipLeft === 0 && refs.length === 0 && reloads.length === 0 && !m.breaker) continue;
 		endpoints[name] = {
 			failures: m.failures,
 			skipLeft: m.skipLeft,
 			pinned: Object.fromEntries(refs.map((r) => [r, m.pinned[r] as string])),
+			...(reloads.length > 0 ? { reloads } : {}),
+			...(m.breaker ? { breaker: m.breaker } : {}),
 		};
 	}
 	return { endpoints };

@@ -31,6 +31,8 @@ export interface FleetOptions {
 	memory?: FleetMemory;
 	/** Sit out cycles after failures (the daemon). false: try every endpoint, still counting failures (`sync --once`). */
 	backoff?: boolean;
+	/** The target's `reloads` (docs/reloads.md); absent: never reload, nothing reported. */
+	reloads?: { maxPerHour: number };
 	now: () => Date;
 }
 
@@ -67,6 +69,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			driver,
 			...(knownPinned.size > 0 ? { knownPinned } : {}),
 			...(writers ? { writers: { queues: writers.queues, address: writers.addressOf(driver.name) } } : {}),
+			...(options.reloads ? { reloads: reloadMemory(options.reloads.maxPerHour, state) } : {}),
 		});
 		if (job.mode === "plan") return { ...report, ...backoff };
 		if (report.ok) {
@@ -79,6 +82,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 						v.class === "pinned" && !v.pendingChange ? [[v.ref, v.why] as const] : [],
 					),
 				),
+				...reloadsToRemember(report),
 			});
 		} else {
 			const failures = state.failures + 1;
@@ -139,6 +143,18 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			return { target: options.name, kind: options.kind, endpoints };
 		},
 	};
+}
+
+/** What the endpoint job needs of the memory to decide on a reload. */
+function reloadMemory(maxPerHour: number, state: EndpointMemory) {
+	return { maxPerHour, history: state.reloads ?? [], ...(state.breaker ? { breaker: state.breaker } : {}) };
+}
+
+/** What a sync report leaves to remember of reloads: the last hour's, and the breaker. */
+function reloadsToRemember(report: EndpointReport): Pick<EndpointMemory, "reloads" | "breaker"> {
+	const r = report.reloads;
+	if (r === undefined) return {};
+	return { ...(r.recent.length > 0 ? { reloads: r.recent } : {}), ...(r.breaker ? { breaker: r.breaker } : {}) };
 }
 
 function skippedReport(
