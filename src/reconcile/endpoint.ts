@@ -502,7 +502,9 @@ async function reloadIfAllowed(
 		message = serves
 			? `${outcome.detail}; every changed name serves what was written`
 			: `${outcome.detail}; but ${
-					probed.filter((p) => !p.match).map((p) => `${p.sni} serves ${p.servedSerial ?? p.error ?? "?"}`)[0] ??
+					probed
+						.filter((p) => !p.match)
+						.map((p) => `${p.sni} serves ${p.servedSerial ?? p.error ?? "?"}`)[0] ??
 					"the new worker does not hold what was written"
 				}`;
 	}
@@ -521,7 +523,12 @@ async function reloadIfAllowed(
 		view: next,
 		notes: (notes) => [
 			// A new file the reload made live is no longer waiting for one.
-			...notes.filter((n) => ![...servedRefs].some((ref) => n.startsWith(`${ref}: written to storage; HAProxy will serve it after its next reload`))),
+			...notes.filter(
+				(n) =>
+					![...servedRefs].some((ref) =>
+						n.startsWith(`${ref}: written to storage; HAProxy will serve it after its next reload`),
+					),
+			),
 			...extraNotes,
 		],
 	};

@@ -117,7 +117,10 @@ export function decideReload(input: ReloadInput): ReloadDecision {
 		);
 	}
 	if (!input.writesDurable) {
-		return hold("RELOAD_WRITES_NOT_DURABLE", "a storage write of this cycle failed; a reload would load it half done");
+		return hold(
+			"RELOAD_WRITES_NOT_DURABLE",
+			"a storage write of this cycle failed; a reload would load it half done",
+		);
 	}
 	if (budget.remaining === 0) {
 		return hold(

@@ -38,7 +38,8 @@ function canonical(memory: ReadonlyMap<string, EndpointMemory>): TargetMemory {
 		const m = memory.get(name) as EndpointMemory;
 		const refs = Object.keys(m.pinned).sort();
 		const reloads = m.reloads ?? [];
-		if (m.failures === 0 && m.skipLeft === 0 && refs.length === 0 && reloads.length === 0 && !m.breaker) continue;
+		if (m.failures === 0 && m.skipLeft === 0 && refs.length === 0 && reloads.length === 0 && !m.breaker)
+			continue;
 		endpoints[name] = {
 			failures: m.failures,
 			skipLeft: m.skipLeft,

@@ -154,7 +154,10 @@ function reloadMemory(maxPerHour: number, state: EndpointMemory) {
 function reloadsToRemember(report: EndpointReport): Pick<EndpointMemory, "reloads" | "breaker"> {
 	const r = report.reloads;
 	if (r === undefined) return {};
-	return { ...(r.recent.length > 0 ? { reloads: r.recent } : {}), ...(r.breaker ? { breaker: r.breaker } : {}) };
+	return {
+		...(r.recent.length > 0 ? { reloads: r.recent } : {}),
+		...(r.breaker ? { breaker: r.breaker } : {}),
+	};
 }
 
 function skippedReport(

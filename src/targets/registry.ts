@@ -68,6 +68,7 @@ export const targetFactories = {
 				},
 				...(deps.memory ? { memory: deps.memory(config.name) } : {}),
 				...(deps.backoff === false ? { backoff: false } : {}),
+				reloads: { maxPerHour: config.reloads.max_per_hour },
 				now: deps.now,
 			}),
 			close: () => endpoint.close(),
@@ -100,6 +101,7 @@ export const targetFactories = {
 				},
 				...(deps.memory ? { memory: deps.memory(config.name) } : {}),
 				...(deps.backoff === false ? { backoff: false } : {}),
+				reloads: { maxPerHour: config.reloads.max_per_hour },
 				now: deps.now,
 			}),
 			close: async () => {

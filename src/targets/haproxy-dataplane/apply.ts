@@ -209,7 +209,7 @@ export async function applyAction(
 		return { action, ok: true, ...(await perform(ctx, action, signal)) };
 	} catch (e) {
 		if (isCertificateeError(e, "RUNTIME_PAYLOAD_TOO_LARGE")) {
-			return { action, ok: false, error: e, note: PENDING_RELOAD_NOTE };
+			return { action, ok: false, error: e, note: PENDING_RELOAD_NOTE, reloadNeeded: "too-large" };
 		}
 		if (e instanceof CertificateeError && !signal.aborted) return { action, ok: false, error: e };
 		throw e;

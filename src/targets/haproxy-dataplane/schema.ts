@@ -6,6 +6,7 @@ import { z } from "zod";
 import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
 import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
+import { reloadsSchema } from "../haproxy/reloads.js";
 
 /** One Data Plane API server. `password_file` and `${ENV}` are resolved before this schema sees values. */
 export const dataplaneEndpointSchema = z.strictObject({
@@ -42,6 +43,8 @@ export const dataplaneTargetSchema = z.strictObject({
 	crt_list: z.string().min(1).optional(),
 	/** HAProxy's tune.bufsize: a runtime write whose `set ssl cert` request would reach it is never sent. */
 	bufsize: z.number().int().min(1024).default(DEFAULT_BUFSIZE),
+	/** The reload budget (docs/reloads.md): default max_per_hour 0, never reload. */
+	reloads: reloadsSchema,
 });
 export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
 

@@ -32,6 +32,7 @@ export async function applyRuntimeAction(
 		const result: ActionResult = { action, ok: false, error };
 		if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
 			result.note = PENDING_RELOAD_NOTE;
+			result.reloadNeeded = "too-large";
 		}
 		return result;
 	}
@@ -164,6 +165,7 @@ async function addRuntime(ctx: RuntimeContext, action: ActionOf<"runtime-add">):
 			action,
 			ok: true,
 			note: `pending reload: HAProxy has no crt-list "${list}" to add ${action.runtimeName} to; the file on disk is loaded at the next reload`,
+			reloadNeeded: "new-certificate",
 		};
 	}
 	const write = await addCertificate(ctx.client, action.runtimeName, combinedPem(action.bundle), list);

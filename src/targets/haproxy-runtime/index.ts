@@ -1,14 +1,16 @@
 /**
  * The `haproxy-runtime` target: a HAProxy node reached through its runtime socket, with its certificate
  * files in crt_dir. observe() (observe.ts) reads both sides (files, HAProxy's in-memory store and crt-lists)
- * over one connection; apply() (apply.ts) performs one Action and reports it as a value; nothing here ever
- * reloads HAProxy. The client: socket.ts (operations), session.ts (connection), command.ts (requests and
+ * over one connection; apply() (apply.ts) performs one Action and reports it as a value; reload() (master.ts,
+ * with master_cli) is the only way this target reloads HAProxy, asked for by the reload budget
+ * (docs/reloads.md), never by a write. The client: socket.ts (operations), session.ts (connection), command.ts (requests and
  * answers), parse.ts (`show` answers), transaction.ts (whole certificate writes).
  */
 import { probeServed } from "../../probe/index.js";
 import { type EndpointDriver, runtimeNameOf, storageDirName } from "../../reconcile/model.js";
 import { applyRuntimeAction } from "./apply.js";
 import type { RuntimeContext } from "./context.js";
+import { reloadThroughMaster } from "./master.js";
 import { observeRuntime } from "./observe.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
@@ -63,6 +65,16 @@ export function createRuntimeEndpoint(
 		apply: (action, signal) => applyRuntimeAction(ctx, action, signal),
 		close: () => client.close(),
 	};
+	const master = config.master_cli ?? (config.master_socket ? config.socket : undefined);
+	if (master !== undefined) {
+		driver.reload = () =>
+			reloadThroughMaster({
+				path: master,
+				endpoint: config.name,
+				timeoutMs: Math.max(30_000, config.timeout * 3),
+				currentWorker: async () => (await client.checkWorker()).pid,
+			});
+	}
 	const probeAddress = config.probe;
 	if (probeAddress !== undefined) {
 		driver.probe = (sni, signal, keyType) =>

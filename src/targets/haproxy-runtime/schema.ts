@@ -1,36 +1,47 @@
 import { z } from "zod";
 import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
+import { reloadsSchema } from "../haproxy/reloads.js";
 
 /**
  * A HAProxy node without the Data Plane API: certificate files in `crt_dir`, runtime updates through the
  * stats socket (or the master CLI). See docs/haproxy-runtime-target.md.
  */
-export const runtimeTargetSchema = z.strictObject({
-	name: z.string().min(1),
-	type: z.literal("haproxy-runtime"),
-	/** Unix socket path or host:port of the stats socket (`level admin`), or of the master CLI. */
-	socket: z.string().min(1),
-	/** The socket is the master CLI (`-S`): commands are sent to the current worker with `@1`. */
-	master_socket: z.boolean().default(false),
-	/** Directory holding one combined PEM (leaf, chain, key) per certificate. */
-	crt_dir: z.string().min(1),
-	/** How haproxy.cfg spells crt_dir (HAProxy names certificates by that literal string). Default: crt_dir. */
-	crt_dir_name: z.string().min(1).optional(),
-	/** crt-list new certificates are added to; default: the crt directory itself (when bound with `crt <dir>`). */
-	crt_list: z.string().optional(),
-	/** host:port of a TLS bind serving these certificates, for the served-certificate probe. */
-	probe: probeAddressSchema.optional(),
-	/** host:port where this HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */
-	http_address: httpAddressSchema.optional(),
-	certificates: z.array(z.string()).optional(),
-	/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
-	legacy_duplicates: z.enum(["remove", "report"]).default("remove"),
-	/** Allow a runtime update whose certificate no longer covers a name the served one covers. */
-	allow_name_removal: z.boolean().default(false),
-	/** HAProxy's tune.bufsize: requests of this size or more are refused (they crash HAProxy 2.6-3.2). */
-	bufsize: z.number().int().min(1024).default(16_384),
-	/** Per-command timeout on the socket. */
-	timeout: duration.default(10_000),
-});
+export const runtimeTargetSchema = z
+	.strictObject({
+		name: z.string().min(1),
+		type: z.literal("haproxy-runtime"),
+		/** Unix socket path or host:port of the stats socket (`level admin`), or of the master CLI. */
+		socket: z.string().min(1),
+		/** The socket is the master CLI (`-S`): commands are sent to the current worker with `@1`. */
+		master_socket: z.boolean().default(false),
+		/** Directory holding one combined PEM (leaf, chain, key) per certificate. */
+		crt_dir: z.string().min(1),
+		/** How haproxy.cfg spells crt_dir (HAProxy names certificates by that literal string). Default: crt_dir. */
+		crt_dir_name: z.string().min(1).optional(),
+		/** crt-list new certificates are added to; default: the crt directory itself (when bound with `crt <dir>`). */
+		crt_list: z.string().optional(),
+		/** host:port of a TLS bind serving these certificates, for the served-certificate probe. */
+		probe: probeAddressSchema.optional(),
+		/** host:port where this HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */
+		http_address: httpAddressSchema.optional(),
+		certificates: z.array(z.string()).optional(),
+		/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
+		legacy_duplicates: z.enum(["remove", "report"]).default("remove"),
+		/** Allow a runtime update whose certificate no longer covers a name the served one covers. */
+		allow_name_removal: z.boolean().default(false),
+		/** HAProxy's tune.bufsize: requests of this size or more are refused (they crash HAProxy 2.6-3.2). */
+		bufsize: z.number().int().min(1024).default(16_384),
+		/** Per-command timeout on the socket. */
+		timeout: duration.default(10_000),
+		/** HAProxy's master CLI (`-S`), where certificatee sends `reload` when the reload budget allows one. */
+		master_cli: z.string().min(1).optional(),
+		/** The reload budget (docs/reloads.md): default max_per_hour 0, never reload. */
+		reloads: reloadsSchema,
+	})
+	.refine((c) => c.reloads.max_per_hour === 0 || c.master_cli !== undefined || c.master_socket, {
+		message:
+			"reloads.max_per_hour above 0 needs master_cli: the master CLI socket (haproxy -W -S <path>) certificatee sends reload to",
+		path: ["master_cli"],
+	});
 export type RuntimeTargetConfig = z.infer<typeof runtimeTargetSchema>;

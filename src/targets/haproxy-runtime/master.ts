@@ -1,0 +1,151 @@
+/**
+ * A reload through HAProxy's master CLI, verified. HAProxy 2.6 answers `reload` with nothing, so success is
+ * read from `show proc`: the master's reload count goes up, and either its `[failed: N]` goes up (the new
+ * configuration was refused; the old worker keeps serving) or a new worker is listed. Then the stats
+ * socket must answer from that new worker (research/haproxy-runtime.md §3.10).
+ */
+import { createConnection } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { CertificateeError, describeError } from "../../errors.js";
+import type { ReloadOutcome } from "../../reconcile/model.js";
+
+export interface ProcList {
+	/** Reloads the master has done (successful or not). */
+	reloads: number;
+	/** Reloads whose new configuration failed to load (`[failed: N]`; 0 when not printed). */
+	failed: number;
+	/** Workers, newest first as HAProxy lists them; `reloads` = reloads the worker survived (0: current). */
+	workers: Array<{ pid: number; reloads: number }>;
+}
+
+/** `show proc` of the master CLI. Pure. */
+export function parseShowProc(text: string): ProcList {
+	const master = /^\s*\d+\s+master\s+(\d+)(?:\s+\[failed:\s*(\d+)\])?/m.exec(text);
+	if (master === null) throw new Error(`not a "show proc" answer: ${text.slice(0, 80)}`);
+	const workers = [...text.matchAll(/^\s*(\d+)\s+worker\s+(\d+)/gm)].map((m) => ({
+		pid: Number(m[1]),
+		reloads: Number(m[2]),
+	}));
+	return { reloads: Number(master[1]), failed: Number(master[2] ?? 0), workers };
+}
+
+/** One command on the master CLI (non-interactive: it answers once the client half-closes), answer to EOF. */
+export function masterCommand(path: string, line: string, timeoutMs: number): Promise<string> {
+	return new Promise((resolve, reject) => {
+		const socket = createConnection(path.startsWith("unix@") ? path.slice(5) : path);
+		let data = "";
+		const timer = setTimeout(() => {
+			socket.destroy();
+			reject(new Error(`no answer to "${line}" within ${timeoutMs} ms`));
+		}, timeoutMs);
+		socket.on("connect", () => {
+			socket.end(`${line}\n`);
+		});
+		socket.on("data", (chunk) => {
+			data += chunk.toString("utf8");
+		});
+		socket.on("error", (e) => {
+			clearTimeout(timer);
+			reject(e);
+		});
+		socket.on("close", () => {
+			clearTimeout(timer);
+			resolve(data);
+		});
+	});
+}
+
+export interface MasterReloadOptions {
+	/** The master CLI socket path. */
+	path: string;
+	endpoint: string;
+	/** How long the new worker may take to answer (the whole reload). */
+	timeoutMs: number;
+	/** The pid of the worker answering on the stats socket now (a fresh `show info`). */
+	currentWorker(): Promise<number>;
+}
+
+const POLL_MS = 100;
+
+export async function reloadThroughMaster(o: MasterReloadOptions): Promise<ReloadOutcome> {
+	const fail = (message: string, hint: string, cause?: unknown): ReloadOutcome => ({
+		ok: false,
+		error: new CertificateeError("RELOAD_FAILED", `${o.endpoint}: ${message}`, {
+			context: { endpoint: o.endpoint, file: o.path, operation: "reload" },
+			hint,
+			...(cause === undefined ? {} : { cause }),
+		}),
+	});
+	const deadline = Date.now() + o.timeoutMs;
+	let before: ProcList;
+	try {
+		before = parseShowProc(await masterCommand(o.path, "show proc", o.timeoutMs));
+	} catch (e) {
+		return fail(
+			`the master CLI ${o.path} did not answer "show proc": ${describeError(e)}`,
+			"check master_cli: HAProxy must run in master-worker mode with -S <path>, readable by certificatee",
+			e,
+		);
+	}
+	const was = before.workers.find((w) => w.reloads === 0)?.pid ?? before.workers[0]?.pid;
+	try {
+		const answer = await masterCommand(o.path, "reload", o.timeoutMs);
+		// 2.7+ answers synchronously: Success=0 means the new configuration failed to load.
+		if (/^Success=0/m.test(answer)) {
+			return fail(
+				`HAProxy refused to reload: ${answer.split("\n").filter((l) => /ALERT|WARNING/.test(l))[0] ?? "Success=0"}`,
+				"run haproxy -c on its configuration; the old worker keeps serving",
+			);
+		}
+	} catch (e) {
+		// The master re-executes itself on reload and may drop the connection: only a refused connect is a failure.
+		const code = (e as NodeJS.ErrnoException).code;
+		if (code === "ENOENT" || code === "ECONNREFUSED" || code === "EACCES") {
+			return fail(
+				`could not send reload to the master CLI ${o.path}: ${describeError(e)}`,
+				"check master_cli",
+				e,
+			);
+		}
+	}
+	let after: ProcList | undefined;
+	while (Date.now() < deadline) {
+		after = await masterCommand(o.path, "show proc", o.timeoutMs).then(parseShowProc, () => undefined);
+		if (after !== undefined && after.reloads > before.reloads) break;
+		after = undefined;
+		await sleep(POLL_MS);
+	}
+	if (after === undefined) {
+		return fail(
+			`the master did not report the reload within ${o.timeoutMs} ms`,
+			"check HAProxy's log and show proc on its master CLI",
+		);
+	}
+	if (after.failed > before.failed) {
+		return fail(
+			`HAProxy failed to load its configuration on reload (show proc: failed ${after.failed}); worker ${was ?? "?"} keeps serving the old certificates`,
+			"run haproxy -c on its configuration and fix it; see HAProxy's log",
+		);
+	}
+	const fresh = after.workers.find((w) => w.reloads === 0 && w.pid !== was);
+	if (fresh === undefined) {
+		return fail("the master reloaded but lists no new worker", "check HAProxy's log and show proc");
+	}
+	// The stats socket must answer from the new worker before anything is observed or probed.
+	while (Date.now() < deadline) {
+		const pid = await o.currentWorker().catch(() => undefined);
+		if (pid === fresh.pid) {
+			return {
+				ok: true,
+				...(was === undefined ? {} : { from: was }),
+				to: fresh.pid,
+				detail: `reloaded through the master CLI: worker ${was ?? "?"} -> ${fresh.pid}`,
+			};
+		}
+		await sleep(POLL_MS);
+	}
+	return fail(
+		`new worker ${fresh.pid} did not answer on the stats socket within ${o.timeoutMs} ms`,
+		"check HAProxy's log",
+	);
+}

@@ -1,0 +1,167 @@
+/**
+ * The reload budget on a real HAProxy in master-worker mode (haproxy-runtime target, `master_cli`): a renewal
+ * too large to hot-swap (tune.bufsize 8192) is only live after a reload. The worker pid says whether HAProxy
+ * reloaded, a TLS probe by SNI what it serves; the budget is kept in a real state store across a restart.
+ */
+import { appendFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { endpointFailures, endpointState } from "../../src/reconcile/report.js";
+import { type FileStore, openFileStore } from "../../src/store/file-store.js";
+import { storedFleetMemory } from "../../src/targets/fleet-memory.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
+import type { Haproxy } from "../harness/haproxy.js";
+import { assertReloadSafe } from "../harness/invariant.js";
+import { syncOnce as cycle, rig, servedSerial as served } from "../harness/targets.js";
+import { desiredFromLeaf as desired } from "./scenario.js";
+
+const BUFSIZE = 8192;
+let ca: TestIssuer;
+let chain: TestIssuer[];
+// Pending-reload states differ from what a reload serves by design: each test checks reload safety itself,
+// except for the names it leaves pending.
+const r = rig();
+
+beforeAll(async () => {
+	ca = await createTestCa("reload budget CA");
+	// Long-named intermediates: a bundle over tune.bufsize, never hot-swapped (it would crash HAProxy 2.6).
+	chain = [];
+	let issuer = ca;
+	for (let i = 0; i < 6; i++) {
+		issuer = await createTestCa(`budget intermediate ${i} ${"x".repeat(300)}`, { issuer });
+		chain.unshift(issuer);
+	}
+});
+
+const big = (names: string[]) => issueTestLeaf(ca, { names, intermediates: chain });
+const normal = (serial: string) => {
+	const hex = serial.toUpperCase().replace(/^0+(?=.)/, "");
+	return hex.length % 2 ? `0${hex}` : hex;
+};
+
+async function node(start: TestLeaf) {
+	const h = await r.haproxy({ crtDir: { "a.pem": start.combinedPem }, bufsize: BUFSIZE });
+	return h;
+}
+
+async function stateStore(): Promise<FileStore> {
+	const dir = await mkdtemp(join(tmpdir(), "certificatee-reloads-"));
+	const store = await openFileStore(dir);
+	r.onTeardown(async () => {
+		store.close();
+		await rm(dir, { recursive: true, force: true });
+	});
+	return store;
+}
+
+function target(h: Haproxy, maxPerHour: number, store?: FileStore) {
+	return r.runtime(
+		h,
+		{ bufsize: BUFSIZE, master_cli: h.masterSocket, reloads: { max_per_hour: maxPerHour } },
+		store
+			? {
+					memory: (name) => storedFleetMemory(name, { store, readOnly: false, warn: () => undefined }),
+				}
+			: {},
+	);
+}
+
+describe("reload budget (haproxy-runtime, master CLI, real HAProxy 2.6)", () => {
+	it("max_per_hour 0 (the default): the too-large renewal is pending with its reason, and HAProxy is not reloaded", async () => {
+		const names = ["a.test"];
+		const first = await issueTestLeaf(ca, { names });
+		const h = await node(first);
+		const pid = await h.workerPid();
+		const renewed = await big(names);
+		expect(Buffer.byteLength(renewed.combinedPem)).toBeGreaterThan(BUFSIZE);
+		const e = await cycle(r.runtime(h, { bufsize: BUFSIZE }), [desired("a", renewed, names)], {
+			expectOk: true,
+		});
+		expect(e.reloads?.cycle).toMatchObject({
+			decision: "held",
+			code: "RELOAD_DISABLED",
+			reasons: ["too-large"],
+		});
+		expect(e.reloads?.cycle?.message).toMatch(/too-large: a\.pem.*max_per_hour: 0/);
+		expect(e.reloads?.budget).toMatchObject({ maxPerHour: 0, used: 0, remaining: 0 });
+		expect(e.steps.find((s) => s.op === "runtime-set")?.note).toMatch(/RELOAD_DISABLED/);
+		expect(await h.workerPid()).toBe(pid);
+		expect(await served(h, "a.test")).toBe(normal(first.serial));
+		// The file holds the renewal: a reload by the operator serves it.
+		expect(await readFile(join(h.crtDir, "a.pem"), "utf8")).toBe(renewed.combinedPem);
+		await assertReloadSafe(h, { except: names });
+	});
+
+	it("budget 1: one reload serves the renewal; a second change in the hour is pending (budget exhausted), also after a restart", async () => {
+		const names = ["b.test"];
+		const first = await issueTestLeaf(ca, { names });
+		const h = await node(first);
+		const store = await stateStore();
+		const pid = await h.workerPid();
+		const renewed = await big(names);
+		const e = await cycle(target(h, 1, store), [desired("a", renewed, names)], { expectOk: true });
+		expect(e.reloads?.cycle).toMatchObject({ decision: "reloaded", result: "ok", reasons: ["too-large"] });
+		expect(e.reloads?.budget).toMatchObject({ maxPerHour: 1, used: 1, remaining: 0 });
+		expect(e.reloads?.breaker).toBeUndefined();
+		const after = await h.workerPid();
+		expect(after).not.toBe(pid);
+		expect(await served(h, "b.test")).toBe(normal(renewed.serial));
+		// The step the reload made live is settled on what the new worker holds: the endpoint converged.
+		expect(endpointState(e)).toEqual({ state: "converged" });
+
+		// A restart (a new target on the same state store) remembers the reload: the budget stays spent.
+		const again = await big(names);
+		const second = await cycle(target(h, 1, store), [desired("a", again, names)], { expectOk: true });
+		expect(second.reloads?.cycle).toMatchObject({ decision: "held", code: "RELOAD_BUDGET_EXHAUSTED" });
+		expect(second.reloads?.cycle?.message).toMatch(/budget exhausted: 1 of 1 reloads in the last hour/);
+		expect(endpointState(second)).toMatchObject({ state: "failed" });
+		expect(await h.workerPid()).toBe(after);
+		expect(await served(h, "b.test")).toBe(normal(renewed.serial));
+		await assertReloadSafe(h, { except: names });
+	});
+
+	it("a failing reload (broken configuration) opens the breaker: an error, no further writes, until the node serves what was written", async () => {
+		const names = ["c.test"];
+		const first = await issueTestLeaf(ca, { names });
+		const h = await node(first);
+		const t = target(h, 5);
+		const pid = await h.workerPid();
+		const config = await readFile(h.configPath, "utf8");
+		await appendFile(
+			h.configPath,
+			"\nfrontend broken\n    bind 127.0.0.1:1 ssl crt /nonexistent/broken.pem\n",
+		);
+		const renewed = await big(names);
+		const e = await cycle(t, [desired("a", renewed, names)], { expectOk: true });
+		expect(e.reloads?.cycle).toMatchObject({ decision: "reloaded", result: "failed" });
+		expect(e.reloads?.breaker).toMatchObject({ code: "RELOAD_FAILED" });
+		expect(e.reloads?.breaker?.message).toMatch(/failed to load its configuration/);
+		expect(endpointFailures(e)).toContainEqual(
+			expect.objectContaining({ kind: "reload", code: "RELOAD_FAILED" }),
+		);
+		expect(await h.workerPid()).toBe(pid);
+		expect(await served(h, "c.test")).toBe(normal(first.serial));
+
+		// Open: the next change is not written at all.
+		const next = await issueTestLeaf(ca, { names });
+		const blocked = await cycle(t, [desired("a", next, names)], { expectOk: true });
+		expect(blocked.steps.length).toBeGreaterThan(0);
+		expect(blocked.steps.every((s) => s.result === "skipped" && /breaker open/.test(s.note ?? ""))).toBe(
+			true,
+		);
+		expect(endpointFailures(blocked)).toContainEqual(
+			expect.objectContaining({ kind: "reload", code: "RELOAD_BREAKER_OPEN" }),
+		);
+		expect(await readFile(join(h.crtDir, "a.pem"), "utf8")).toBe(renewed.combinedPem);
+
+		// The operator fixes the configuration and reloads: the node serves what was written, the breaker closes.
+		await writeFile(h.configPath, config);
+		await h.reload();
+		const closed = await cycle(t, [desired("a", renewed, names)], { expectOk: true });
+		expect(closed.reloads?.breaker).toBeUndefined();
+		expect(closed.notes.join("\n")).toMatch(/reload breaker closed/);
+		expect(endpointState(closed)).toEqual({ state: "converged" });
+		await assertReloadSafe(h);
+	});
+});
