@@ -5,7 +5,13 @@
 import type { ChainView } from "../certificates/chain.js";
 import type { Bundle, CertificateInfo } from "../certificates/types.js";
 import type { CertificateeError } from "../errors.js";
-import type { ReloadReason } from "./reload-budget.js";
+
+/**
+ * Why a write is not live without a reload: `new-certificate` (a new file HAProxy loads only at a reload: a
+ * `crt <dir>/` bind without a runtime crt-list, or a crt-list HAProxy has not loaded), `too-large` (the
+ * request would reach tune.bufsize: never hot-swapped). See reload-budget.ts.
+ */
+export type ReloadReason = "new-certificate" | "too-large";
 
 /** One certificate certificatee is responsible for, from a source or an issuer. */
 export interface DesiredCertificate {

@@ -4,12 +4,9 @@
  * (endpoint.ts: the reload, the probe; the fleet runner: the memory) act on these answers.
  */
 
-/**
- * Why a write is not live without a reload: `new-certificate` (a new file HAProxy loads only at a reload: a
- * `crt <dir>/` bind without a runtime crt-list, or a crt-list HAProxy has not loaded), `too-large` (the
- * request would reach tune.bufsize: never hot-swapped).
- */
-export type ReloadReason = "new-certificate" | "too-large";
+import type { ReloadReason } from "./model.js";
+
+export type { ReloadReason };
 export const RELOAD_REASONS: readonly ReloadReason[] = ["new-certificate", "too-large"];
 
 /** One ref whose written file only a reload makes live. */
