@@ -107,7 +107,9 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 			}
 		}
 	}
-	if (job.mode === "sync" && plan.steps.length > 0 && reloadsView?.breaker === undefined) {
+	// A planned new file waiting for a reload counts too: an earlier cycle wrote it, this one may reload.
+	const work = plan.steps.length > 0 || (reloads !== undefined && plan.reloadNeeds.length > 0);
+	if (job.mode === "sync" && work && reloadsView?.breaker === undefined) {
 		const queue = job.writers?.queues.queueFor({
 			address: job.writers.address,
 			...workerKey(observation),
@@ -455,6 +457,7 @@ async function reloadIfAllowed(
 		writesDurable,
 	});
 	if (decision.action === "none") return unchanged;
+	const certificates = [...new Set(needs.flatMap((n) => (n.certificate ? [n.certificate] : [])))];
 	if (decision.action === "hold" || job.driver.reload === undefined || job.signal.aborted) {
 		const code = decision.action === "hold" ? decision.code : "RELOAD_DISABLED";
 		const message =
@@ -464,12 +467,16 @@ async function reloadIfAllowed(
 		for (const s of steps) if (s.reloadNeeded) s.note = `${s.note ? `${s.note}; ` : ""}${code}: ${message}`;
 		return {
 			...unchanged,
-			view: { ...view, cycle: { decision: "held", reasons: decision.reasons, code, message } },
+			view: { ...view, cycle: { decision: "held", reasons: decision.reasons, certificates, code, message } },
 		};
 	}
 	const at = job.now();
 	const why = `certificatee reloaded HAProxy (${describeNeeds(needs)})`;
-	const run = () => (job.driver.reload as NonNullable<EndpointDriver["reload"]>)(NEVER_ABORTED);
+	const written = needs.flatMap((n) => {
+		const d = job.desired.find((x) => x.ref === n.ref);
+		return d ? [{ ref: n.ref, bundle: d.certificate.bundle }] : [];
+	});
+	const run = () => (job.driver.reload as NonNullable<EndpointDriver["reload"]>)(NEVER_ABORTED, written);
 	const outcome = await (applied.queue ? applied.queue.run(run) : run());
 	let state = applied.state;
 	const extraNotes: string[] = [];
@@ -512,7 +519,13 @@ async function reloadIfAllowed(
 	const next: ReloadsView = {
 		budget: budgetView(reloads.maxPerHour, [...reloads.history, record], job.now()),
 		recent: pruneHistory([...reloads.history, record], job.now()),
-		cycle: { decision: "reloaded", reasons: decision.reasons, message: `${why}: ${message}`, result },
+		cycle: {
+			decision: "reloaded",
+			reasons: decision.reasons,
+			certificates,
+			message: `${why}: ${message}`,
+			result,
+		},
 	};
 	if (result !== "ok") {
 		next.breaker = { openedAt: at.toISOString(), code: "RELOAD_FAILED", message: `${why}: ${message}` };

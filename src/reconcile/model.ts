@@ -169,8 +169,14 @@ export interface EndpointDriver {
 	apply(action: Action, signal: AbortSignal): Promise<ActionResult>;
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
 	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
-	/** Reloads HAProxy (master CLI, or the API's forced reload) and says whether a new worker serves; absent when the target cannot. */
-	reload?(signal: AbortSignal): Promise<ReloadOutcome>;
+	/**
+	 * Reloads HAProxy (master CLI, or the API's forced reload) and says whether a new worker answers; absent when
+	 * the target cannot. `written`: the refs the reload is for, each already on disk with this content.
+	 */
+	reload?(
+		signal: AbortSignal,
+		written: ReadonlyArray<{ ref: string; bundle: Bundle }>,
+	): Promise<ReloadOutcome>;
 }
 
 export interface SourceProblem {

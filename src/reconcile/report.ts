@@ -34,6 +34,8 @@ export interface ReloadsView {
 	cycle?: {
 		decision: "reloaded" | "held";
 		reasons: ReloadReason[];
+		/** The certificates the reload is for (their names are not served until it happens). */
+		certificates: string[];
 		code?: string;
 		message: string;
 		result?: ReloadRecord["result"];
@@ -238,6 +240,8 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 	}
 	// A mismatch a planned write will fix is pending, not failed; after the writes (sync) it is a failure.
 	const fixing = new Set(e.steps.filter((s) => s.result === undefined).map((s) => s.certificate));
+	// A name waiting for a reload held back (budget, max_per_hour 0) is pending, reported with the reload's reason.
+	if (e.reloads?.cycle?.decision === "held") for (const c of e.reloads.cycle.certificates) fixing.add(c);
 	for (const s of e.served) {
 		if (s.match || (s.error === undefined && fixing.has(s.certificate))) continue;
 		out.push({

@@ -165,3 +165,83 @@ describe("reload budget (haproxy-runtime, master CLI, real HAProxy 2.6)", () => 
 		await assertReloadSafe(h);
 	});
 });
+
+describe("reload budget (haproxy-dataplane, force_reload through the Data Plane API double)", () => {
+	// A `crt <dir>/` bind and no crt_list: a new certificate stored through the API is live only after a reload.
+	it("a new certificate on a crt directory: pending at 0, one forced reload at 1 serves it, the next is budget exhausted", async () => {
+		const h = await r.haproxy();
+		const d = await r.dpapi(h);
+		const pid = await h.workerPid();
+		const n = await issueTestLeaf(ca, { names: ["n.test"] });
+		const want = [desired("n", n, ["n.test"])];
+
+		const held = await cycle(r.dataplane(h, d), want, { expectOk: true });
+		expect(held.reloads?.cycle).toMatchObject({
+			decision: "held",
+			code: "RELOAD_DISABLED",
+			reasons: ["new-certificate"],
+		});
+		expect(endpointState(held)).toMatchObject({
+			state: "pending",
+			reason: expect.stringMatching(/new-certificate: n\.pem/),
+		});
+		expect(d.requests.some((q) => q.query.includes("force_reload"))).toBe(false);
+		expect(await h.workerPid()).toBe(pid);
+
+		const t = r.dataplane(h, d, { reloads: { max_per_hour: 1 } });
+		const done = await cycle(t, want, { expectOk: true });
+		expect(done.reloads?.cycle).toMatchObject({
+			decision: "reloaded",
+			result: "ok",
+			reasons: ["new-certificate"],
+		});
+		const forced = d.requests.filter((q) => q.query.includes("force_reload=true"));
+		expect(forced).toEqual([
+			expect.objectContaining({ operation: "replaceStorageSSLCertificate", status: 200 }),
+		]);
+		expect(await h.workerPid()).not.toBe(pid);
+		expect(await served(h, "n.test")).toBe(normal(n.serial));
+		expect(endpointState(done)).toEqual({ state: "converged" });
+
+		const m = await issueTestLeaf(ca, { names: ["m.test"] });
+		const second = await cycle(t, [...want, desired("m", m, ["m.test"])], { expectOk: true });
+		expect(second.reloads?.cycle).toMatchObject({ decision: "held", code: "RELOAD_BUDGET_EXHAUSTED" });
+		expect(d.requests.filter((q) => q.query.includes("force_reload=true"))).toHaveLength(1);
+		expect(await served(h, "m.test")).not.toBe(normal(m.serial));
+		await assertReloadSafe(h, { except: ["m.test"] });
+	});
+
+	it("a forced reload the API answers 400 (broken haproxy.cfg) opens the breaker; the next cycle writes nothing", async () => {
+		const h = await r.haproxy();
+		const d = await r.dpapi(h);
+		const t = r.dataplane(h, d, { reloads: { max_per_hour: 5 } });
+		const pid = await h.workerPid();
+		await appendFile(
+			h.configPath,
+			"\nfrontend broken\n    bind 127.0.0.1:1 ssl crt /nonexistent/broken.pem\n",
+		);
+		const n = await issueTestLeaf(ca, { names: ["n.test"] });
+		const e = await cycle(t, [desired("n", n, ["n.test"])], { expectOk: true });
+		expect(e.reloads?.cycle).toMatchObject({ decision: "reloaded", result: "failed" });
+		expect(e.reloads?.breaker?.message).toMatch(/Reload failed/);
+		expect(endpointFailures(e)).toContainEqual(
+			expect.objectContaining({ kind: "reload", code: "RELOAD_FAILED" }),
+		);
+		expect(await h.workerPid()).toBe(pid);
+
+		const writes = () =>
+			d.requests.filter((q) => q.method.toUpperCase() !== "GET").map((q) => `${q.method} ${q.path}`);
+		const writesBefore = writes().length;
+		const o = await issueTestLeaf(ca, { names: ["o.test"] });
+		const blocked = await cycle(t, [desired("n", n, ["n.test"]), desired("o", o, ["o.test"])], {
+			expectOk: true,
+		});
+		expect(blocked.steps.every((s) => s.result === "skipped")).toBe(true);
+		expect(writes().slice(writesBefore)).toEqual([]);
+		expect(endpointFailures(blocked)).toContainEqual(
+			expect.objectContaining({ kind: "reload", code: "RELOAD_BREAKER_OPEN" }),
+		);
+		// Like dataplaneapi, the double restored haproxy.cfg from its last known good copy.
+		await assertReloadSafe(h, { except: ["n.test"] });
+	});
+});

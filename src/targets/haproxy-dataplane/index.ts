@@ -4,6 +4,7 @@
  * happened; probe() shakes hands with HAProxy's TLS port by SNI when the endpoint has a `probe` address.
  */
 
+import { combinedPem } from "../../certificates/index.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
 import type { EndpointDriver, EndpointObservation } from "../../reconcile/model.js";
@@ -105,6 +106,42 @@ export function createDataplaneEndpoint(
 				signal,
 			),
 		close: () => client.close(),
+		reload: async (signal, written) => {
+			const carrier = written[0];
+			const fail = (message: string, hint: string, cause?: unknown) => ({
+				ok: false as const,
+				error: new CertificateeError("RELOAD_FAILED", `${endpoint}: ${message}`, {
+					context: { endpoint, operation: "reload" },
+					hint,
+					...(cause === undefined ? {} : { cause }),
+				}),
+			});
+			if (carrier === undefined) return fail("nothing written to reload for", "the next cycle retries");
+			try {
+				const before = Number((await workerInfo(signal)).pid);
+				// The file already holds this content: the PUT changes nothing on disk; force_reload reloads HAProxy.
+				await client.storage.forceReload(carrier.ref, combinedPem(carrier.bundle), signal);
+				const after = Number((await workerInfo(signal)).pid);
+				if (Number.isInteger(before) && before === after) {
+					return fail(
+						`the Data Plane API answered the forced reload, but worker ${before} still answers`,
+						"check the API's reload command (reload-cmd) and HAProxy's log",
+					);
+				}
+				return {
+					ok: true,
+					...(Number.isInteger(before) ? { from: before } : {}),
+					...(Number.isInteger(after) ? { to: after } : {}),
+					detail: `reloaded through the Data Plane API (force_reload on ${carrier.ref}): worker ${before || "?"} -> ${after || "?"}`,
+				};
+			} catch (e) {
+				return fail(
+					`the forced reload failed: ${e instanceof Error ? e.message : String(e)}`,
+					"the API restored haproxy.cfg from its last known good copy; run haproxy -c and see the API's log",
+					e,
+				);
+			}
+		},
 	};
 	const address = config.probe;
 	if (address !== undefined) {

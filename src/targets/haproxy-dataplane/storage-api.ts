@@ -30,6 +30,11 @@ export interface StorageApi {
 	/** Never creates: a missing file is ENDPOINT_NOT_FOUND. */
 	replace(name: string, pem: string, signal: AbortSignal): Promise<StorageWrite>;
 	delete(name: string, signal: AbortSignal): Promise<{ reload?: ReloadCaused }>;
+	/**
+	 * The one reload certificatee asks for (docs/reloads.md): replace `name` with the content it already holds and
+	 * `force_reload=true`, so the server reloads HAProxy inside the request (200), or answers 400 "Reload failed".
+	 */
+	forceReload(name: string, pem: string, signal: AbortSignal): Promise<void>;
 }
 
 const STORAGE = "/services/haproxy/storage/ssl_certificates";
@@ -66,6 +71,17 @@ export function createStorageApi(calls: ApiCalls): StorageApi {
 				read: false,
 			};
 			return write(exchange, storageWrite(endpoint, exchange), signal);
+		},
+		forceReload: async (name, pem, signal) => {
+			refuseUnaddressable(endpoint, "replaceStorageSSLCertificate", name);
+			const exchange: Exchange = {
+				operation: "replaceStorageSSLCertificate",
+				method: "PUT",
+				path: `${named(STORAGE, name)}?force_reload=true`,
+				body: { contentType: "text/plain", data: pem },
+				read: false,
+			};
+			await write(exchange, storageWrite(endpoint, exchange), signal);
 		},
 		delete: async (name, signal) => {
 			refuseUnaddressable(endpoint, "deleteStorageSSLCertificate", name);

@@ -8,20 +8,26 @@
  *   ... double.url, double.counts(), double.inject({ operation: "getAllCerts", kind: "status500" })
  *   double.assertSpecClean(); await double.close();
  */
+
+import { execFile } from "node:child_process";
+import { copyFile } from "node:fs/promises";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
 import type { Operation } from "openapi-backend";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
-import type { Haproxy } from "../haproxy.js";
+import { HAPROXY_BIN, type Haproxy } from "../haproxy.js";
 import { checkRequest, checkResponse, type IncomingRequest } from "./check.js";
 import { type DoubleContext, errorBody, type Handled, type RuntimeOverflow } from "./context.js";
 import { maps } from "./maps.js";
 import { runtime } from "./runtime.js";
 import { loadSpecValidator } from "./spec.js";
 import { flagsOf, storage } from "./storage.js";
+
+const run = promisify(execFile);
 
 export type FaultKind =
 	| { kind: "latency"; ms: number }
@@ -230,6 +236,8 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 	// The worker's admin socket, with the client's own reload detection before each request: the master
 	// socket is briefly absent while the master re-executes itself on a reload.
 	const client = new RuntimeClient({ address: options.haproxy.adminSocket, name: "double" });
+	// The reload agent's last known good configuration, taken at start as dataplaneapi does.
+	await copyFile(join(options.haproxy.dir, "haproxy.cfg"), join(options.haproxy.dir, "haproxy.cfg.lkg"));
 	let reloadCounter = 0;
 	const scheduledReloads: string[] = [];
 	const overflows: RuntimeOverflow[] = [];
@@ -242,8 +250,23 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		configFile: join(options.haproxy.dir, "haproxy.cfg"),
 		runtime: client,
 		runtimeSocket: options.haproxy.adminSocket,
+		// The reload agent with a reload command like Debian's `systemctl reload haproxy` (haproxy -c, then
+		// SIGUSR2; client-native's master-socket reload needs HAProxy 2.7): a command that fails restores
+		// haproxy.cfg from the last known good copy and throws; certificate files are never rolled back.
 		reload: async () => {
+			const cfg = join(options.haproxy.dir, "haproxy.cfg");
+			const check = await run(HAPROXY_BIN, ["-c", "-q", "-f", cfg]).then(
+				() => undefined,
+				(e: { stderr?: string; code?: number }) => e,
+			);
+			if (check !== undefined) {
+				await copyFile(`${cfg}.lkg`, cfg);
+				throw new Error(
+					`executing systemctl reload haproxy failed: exit status ${check.code ?? 1}, ${(check.stderr ?? "").trim()}`,
+				);
+			}
 			await options.haproxy.reload();
+			await copyFile(cfg, `${cfg}.lkg`);
 		},
 		scheduleReload: () => {
 			const id = `${new Date().toISOString().slice(0, 10)}-${++reloadCounter}`;

@@ -109,6 +109,16 @@ export function flagsOf(query: URLSearchParams): WriteFlags {
 	};
 }
 
+/** force_reload: the reload runs inside the request; a failed one is 400 "Reload failed: …", the file stays written. */
+async function forcedReload(ctx: DoubleContext, ok: Handled): Promise<Handled> {
+	try {
+		await ctx.reload();
+		return ok;
+	} catch (e) {
+		return errorBody(400, `Reload failed: ${e instanceof Error ? e.message : String(e)}`);
+	}
+}
+
 /** After a file write: nothing, a forced reload, or a runtime push with a reload scheduled if it fails. */
 async function afterWrite(
 	ctx: DoubleContext,
@@ -118,10 +128,7 @@ async function afterWrite(
 	push: () => Promise<void>,
 ): Promise<Handled> {
 	if (flags.skipReload) return { status: okStatus, body };
-	if (flags.forceReload) {
-		await ctx.reload();
-		return { status: okStatus, body };
-	}
+	if (flags.forceReload) return forcedReload(ctx, { status: okStatus, body });
 	try {
 		await push();
 		return { status: okStatus, body };
@@ -204,10 +211,7 @@ export const storage = {
 		}
 		await rm(file);
 		if (flags.skipReload) return { status: 204 };
-		if (flags.forceReload) {
-			await ctx.reload();
-			return { status: 204 };
-		}
+		if (flags.forceReload) return forcedReload(ctx, { status: 204 });
 		// The server sends the bare URL name, which HAProxy (naming certificates by path) rarely knows.
 		try {
 			await ctx.runtime.delCert(rawName);
