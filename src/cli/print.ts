@@ -2,6 +2,7 @@
 import { formatDuration } from "../base/duration.js";
 import { type StatusSummary, statusSummary } from "../metrics/status-view.js";
 import type { Verdict } from "../reconcile/classify.js";
+import type { ReloadsView } from "../reconcile/report.js";
 import {
 	type CycleReport,
 	cycleOutcome,
@@ -124,6 +125,19 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 		out.push(`    ${style.paint({ text: "note", colour: "dim" })} ${verdictLine(v)}`);
 	}
 	for (const n of e.notes) out.push(`    ${style.paint({ text: "note", colour: "dim" })} ${n}`);
+	const cycle = e.reloads?.cycle;
+	if (cycle) {
+		const ok = cycle.decision === "reloaded" && cycle.result === "ok";
+		const text = cycle.decision === "held" ? `held ${cycle.code}` : `reloaded: ${cycle.result}`;
+		out.push(
+			`    ${style.paint({ text: "reload", colour: ok ? "cyan" : cycle.decision === "held" ? "yellow" : "red" })} ${text}: ${cycle.message}`,
+		);
+	}
+	if (e.reloads?.breaker) {
+		out.push(
+			`    ${style.paint({ text: "reload breaker open", colour: "red" })} ${e.reloads.breaker.message}`,
+		);
+	}
 	for (const s of e.served.filter((x) => !x.match)) {
 		out.push(
 			`    ${style.paint({ text: "served", colour: "red" })} ${s.sni}: ${s.servedSerial ?? s.error} (want ${s.expectedSerial})`,
@@ -216,7 +230,33 @@ export function renderStatus(report: CycleReport, style: Styler, options: Status
 			}),
 		);
 	}
+	for (const e of summary.endpoints) {
+		const line = reloadsLine(e.reloads);
+		if (line)
+			out.push(
+				style.paint({
+					text: `${e.target}/${e.endpoint} reloads: ${line}`,
+					colour: line.includes("breaker OPEN") ? "red" : undefined,
+				}),
+			);
+	}
 	for (const p of report.sourceProblems)
 		out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
 	return out;
+}
+
+/** "1 of 2 left this hour; done: 12:01:00Z too-large ok; breaker OPEN since …: …"; undefined when nothing to say. */
+export function reloadsLine(r: ReloadsView | undefined): string | undefined {
+	if (r === undefined || (r.budget.maxPerHour === 0 && r.recent.length === 0 && !r.breaker)) return undefined;
+	const { budget } = r;
+	const parts = [
+		budget.maxPerHour === 0
+			? "never (reloads.max_per_hour: 0)"
+			: `${budget.remaining} of ${budget.maxPerHour} left this hour${budget.nextAt ? ` (next allowed at ${budget.nextAt})` : ""}`,
+	];
+	if (r.recent.length > 0) {
+		parts.push(`done: ${r.recent.map((x) => `${x.at} ${x.reasons.join("+")} ${x.result}`).join(", ")}`);
+	}
+	if (r.breaker) parts.push(`breaker OPEN since ${r.breaker.openedAt}: ${r.breaker.message}`);
+	return parts.join("; ");
 }

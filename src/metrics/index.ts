@@ -225,6 +225,30 @@ export function createMetrics(): Metrics {
 		},
 	);
 
+	gauge(
+		"certificatee_reload_budget_remaining",
+		"Reloads certificatee may still do on the endpoint in the sliding hour (reloads.max_per_hour minus those done).",
+		["target", "endpoint"],
+		(g) => {
+			for (const e of endpoints())
+				if (e.reloads) g.set({ target: e.target, endpoint: e.endpoint }, e.reloads.budget.remaining);
+		},
+	);
+	gauge(
+		"certificatee_reload_breaker_open",
+		"1 while a failed reload (or one after which the node did not serve what was written) stops writes to the endpoint.",
+		["target", "endpoint"],
+		(g) => {
+			for (const e of endpoints())
+				if (e.reloads) g.set({ target: e.target, endpoint: e.endpoint }, e.reloads.breaker ? 1 : 0);
+		},
+	);
+	const reloadsDone = new Counter({
+		name: "certificatee_reloads_total",
+		help: "Reloads certificatee did on purpose (reloads.max_per_hour), by reason and result (ok, failed, not_served).",
+		labelNames: ["target", "endpoint", "reason", "result"],
+		registers: [registry],
+	});
 	const operations = new Counter({
 		name: "certificatee_sync_operations_total",
 		help: "Writes made on endpoints, by operation and result.",
@@ -274,6 +298,11 @@ export function createMetrics(): Metrics {
 					if (s.result === undefined || s.result === "skipped") continue;
 					operations.inc({ ...labels, operation: s.op, result: s.result });
 					if (s.reloadCaused) reloads.inc({ ...labels, reason: s.op });
+				}
+				const cycle = e.reloads?.cycle;
+				if (cycle?.decision === "reloaded" && cycle.result) {
+					const result = cycle.result === "not-served" ? "not_served" : cycle.result;
+					for (const reason of cycle.reasons) reloadsDone.inc({ ...labels, reason, result });
 				}
 				// The endpoint answered and took every write (a refused update or a probe mismatch is no failure of it).
 				if (endpointFailures(e).every((f) => f.kind !== "endpoint" && f.kind !== "write")) {

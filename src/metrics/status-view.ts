@@ -8,6 +8,7 @@ import {
 	type CycleReport,
 	certificateConvergence,
 	endpointState,
+	type ReloadsView,
 	type RenewalState,
 } from "../reconcile/report.js";
 import type { CertificateStatus } from "../renewal/manager.js";
@@ -62,6 +63,8 @@ export interface StatusSummary {
 		reason?: string;
 		error?: string;
 		hint?: string;
+		/** HAProxy endpoints: the reload budget, the reloads of the last hour and why, the breaker (docs/reloads.md). */
+		reloads?: ReloadsView;
 	}>;
 	duplicates: RefView[];
 	unmanaged: RefView[];
@@ -160,6 +163,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
 				...(state.state !== "converged" ? { reason: state.reason } : {}),
 				...(e.error ? { error: e.error.message } : {}),
 				...(e.error?.hint ? { hint: e.error.hint } : {}),
+				...(e.reloads ? { reloads: e.reloads } : {}),
 			};
 		}),
 		duplicates: refs((cls) => DUPLICATE_CLASSES.has(cls)),
