@@ -1,8 +1,8 @@
 /** Reloads in the metrics and in `status` (JSON and text), from one endpoint report. */
 import { describe, expect, it } from "vitest";
 import { reloadsLine } from "../../src/cli/print.js";
-import { statusSummary } from "../../src/cli/status-view.js";
 import { createMetrics } from "../../src/metrics/index.js";
+import { statusSummary } from "../../src/metrics/status-view.js";
 import type { CycleReport, EndpointReport } from "../../src/reconcile/report.js";
 
 const endpoint: EndpointReport = {
