@@ -49,7 +49,7 @@ for (let i = 0; i < job.cycles; i++) {
 	const report = await runCycle(
 		{
 			loadDesired: async () => ({ certificates: desired, problems: [] }),
-			targets: [target.runner],
+			targets: [target],
 			now: () => new Date(),
 		},
 		"sync",

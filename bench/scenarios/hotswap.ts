@@ -74,7 +74,7 @@ async function rollout(
 			target = buildTarget(config, { now: () => new Date() });
 		}
 		// A running daemon has observed the endpoint before (its file cache is warm): one plan cycle, no writes.
-		if (target) await target.runner.run(desiredOf(renewed), "plan", new AbortController().signal);
+		if (target) await target.run(desiredOf(renewed), "plan", new AbortController().signal);
 		// Rotating SNI: the rolled names interleaved with names that stay.
 		const names: string[] = [];
 		for (let i = 0; i < base.length; i++) names.push(base[i]!.sni);
@@ -86,7 +86,7 @@ async function rollout(
 		let writes = 0;
 		let newWorkerS: number | undefined;
 		if (target) {
-			const report = await target.runner.run(desiredOf(renewed), "sync", new AbortController().signal);
+			const report = await target.run(desiredOf(renewed), "sync", new AbortController().signal);
 			const endpoint = report.endpoints[0]!;
 			if (!endpoint.ok) throw new Error(`${variant}: ${endpoint.error?.message}`);
 			const failed = endpoint.steps.filter((s) => s.result !== "ok");

@@ -138,7 +138,7 @@ async function single(n: number, reps: number, rows: Row[], notes: string[]): Pr
 		);
 		closers.push(() => apiTarget.close());
 		const noop = async (t: typeof runtimeTarget) => {
-			const r = await t.runner.run(desired, "sync", never());
+			const r = await t.run(desired, "sync", never());
 			const e = r.endpoints[0]!;
 			if (!e.ok) throw new Error(`no-op cycle failed: ${e.error?.message}`);
 			return e.steps.length;

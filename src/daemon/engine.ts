@@ -8,13 +8,13 @@ import { describeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
+import { storedFleetMemory } from "../reconcile/fleet-memory.js";
 import type { DesiredSet } from "../reconcile/model.js";
 import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
 import { orphanStaging } from "../targets/directory/orphans.js";
-import { storedFleetMemory } from "../targets/fleet-memory.js";
 import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/registry.js";
 import type { Engine } from "./loop.js";
 
@@ -120,7 +120,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		return loaded;
 	};
 
-	const deps: CycleDeps = { loadDesired, targets: targets.map((t) => t.runner), now };
+	const deps: CycleDeps = { loadDesired, targets, now };
 	const watchers: Array<() => void> = [];
 	return {
 		deps,

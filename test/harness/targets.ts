@@ -136,7 +136,7 @@ export async function syncOnce(
 	want: DesiredCertificate[],
 	options: { expectOk?: boolean } = {},
 ): Promise<EndpointReport> {
-	const report = await t.runner.run(want, "sync", new AbortController().signal);
+	const report = await t.run(want, "sync", new AbortController().signal);
 	const e = report.endpoints[0] as EndpointReport;
 	if (options.expectOk) expect(e.ok, JSON.stringify(e.error)).toBe(true);
 	return e;

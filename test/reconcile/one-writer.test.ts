@@ -64,7 +64,7 @@ async function renewConcurrently(h: Haproxy, check: RuntimeClient, targets: Buil
 		const report = await runCycle(
 			{
 				loadDesired: async () => ({ certificates: desired, problems: [] }),
-				targets: targets.map((t) => t.runner),
+				targets,
 				now: () => new Date(),
 			},
 			"sync",

@@ -252,8 +252,7 @@ describe("a keeper renewal beside a certificate whose names overlap its own (rea
 
 	it("haproxy-dataplane: the handover is reported before the write as shadowed, naming the culprit, and the report matches what is served", async () => {
 		const { h, t, culprit, renewed, want } = await scenario("dataplane");
-		const plan = (await t.runner.run(want, "plan", new AbortController().signal))
-			.endpoints[0] as EndpointReport;
+		const plan = (await t.run(want, "plan", new AbortController().signal)).endpoints[0] as EndpointReport;
 		expect(plan.steps.map((s) => `${s.op} ${s.ref}`)).toEqual([
 			"storage-replace a_shadow.pem",
 			"runtime-set a_shadow.pem",

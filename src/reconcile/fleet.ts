@@ -3,15 +3,15 @@
  * three phases on every endpoint with bounded concurrency; one endpoint's failure never stops the others.
  */
 import pLimit from "p-limit";
-import type { DuplicatePolicy } from "../reconcile/classify.js";
-import type { CycleMode, TargetRunner } from "../reconcile/cycle.js";
-import { selectCertificates } from "../reconcile/cycle.js";
-import { processEndpoint } from "../reconcile/endpoint.js";
-import type { DesiredCertificate, EndpointDriver } from "../reconcile/model.js";
-import { type EndpointReport, emptyEndpointReport, type TargetReport } from "../reconcile/report.js";
-import type { WriteQueues } from "../reconcile/writers.js";
+import { canonicalCollisions, canonicalRef } from "../targets/haproxy/naming.js";
+import type { DuplicatePolicy } from "./classify.js";
+import type { CycleMode, TargetRunner } from "./cycle.js";
+import { selectCertificates } from "./cycle.js";
+import { processEndpoint } from "./endpoint.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
-import { canonicalCollisions, canonicalRef } from "./haproxy/naming.js";
+import type { DesiredCertificate, EndpointDriver } from "./model.js";
+import { type EndpointReport, emptyEndpointReport, type TargetReport } from "./report.js";
+import type { WriteQueues } from "./writers.js";
 
 export interface FleetOptions {
 	name: string;

@@ -1,0 +1,42 @@
+/** The `haproxy-dataplane` kind as a target: its endpoints, run by the fleet orchestration of reconcile/. */
+import { createFleetRunner } from "../../reconcile/fleet.js";
+import { storageDirName } from "../../reconcile/model.js";
+import { apiKey, createWriteQueues } from "../../reconcile/writers.js";
+import type { TargetFactory } from "../types.js";
+import { createDataplaneEndpoint } from "./index.js";
+
+export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps) => {
+	const endpoints = config.endpoints.map((e) =>
+		createDataplaneEndpoint(e, {
+			now: deps.now,
+			allowNameRemoval: config.allow_name_removal,
+			storageDir: config.storage_dir,
+			bufsize: config.bufsize,
+			...(deps.warn ? { warn: deps.warn } : {}),
+		}),
+	);
+	const urls = new Map(config.endpoints.map((e) => [e.name, apiKey(e.url)]));
+	return {
+		...createFleetRunner({
+			name: config.name,
+			kind: config.type,
+			endpoints,
+			policy: { legacyDuplicates: config.legacy_duplicates, allowNameRemoval: config.allow_name_removal },
+			storageDir: storageDirName(config.storage_dir),
+			...(config.crt_list ? { newCertificateCrtList: config.crt_list } : {}),
+			...(config.certificates ? { certificates: config.certificates } : {}),
+			...(deps.endpointConcurrency ? { concurrency: deps.endpointConcurrency } : {}),
+			writers: {
+				queues: deps.writeQueues ?? createWriteQueues(),
+				addressOf: (endpoint) => urls.get(endpoint) ?? `endpoint:${endpoint}`,
+			},
+			...(deps.memory ? { memory: deps.memory(config.name) } : {}),
+			...(deps.backoff === false ? { backoff: false } : {}),
+			reloads: { maxPerHour: config.reloads.max_per_hour },
+			now: deps.now,
+		}),
+		close: async () => {
+			await Promise.all(endpoints.map((e) => e.close()));
+		},
+	};
+};

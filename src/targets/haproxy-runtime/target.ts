@@ -1,0 +1,34 @@
+/** The `haproxy-runtime` kind as a target: its one node, run by the fleet orchestration of reconcile/. */
+import { createFleetRunner } from "../../reconcile/fleet.js";
+import { storageDirName } from "../../reconcile/model.js";
+import { createWriteQueues, socketKey } from "../../reconcile/writers.js";
+import type { TargetFactory } from "../types.js";
+import { createRuntimeEndpoint } from "./index.js";
+
+export const runtimeTarget: TargetFactory<"haproxy-runtime"> = (config, deps) => {
+	const endpoint = createRuntimeEndpoint(config, {
+		now: deps.now,
+		...(deps.readOnly ? { readOnly: true } : {}),
+	});
+	const dirName = storageDirName(config.crt_dir_name ?? config.crt_dir);
+	return {
+		...createFleetRunner({
+			name: config.name,
+			kind: config.type,
+			endpoints: [endpoint],
+			policy: { legacyDuplicates: config.legacy_duplicates, allowNameRemoval: config.allow_name_removal },
+			storageDir: dirName,
+			newCertificateCrtList: config.crt_list ?? dirName,
+			...(config.certificates ? { certificates: config.certificates } : {}),
+			writers: {
+				queues: deps.writeQueues ?? createWriteQueues(),
+				addressOf: () => socketKey(config.socket),
+			},
+			...(deps.memory ? { memory: deps.memory(config.name) } : {}),
+			...(deps.backoff === false ? { backoff: false } : {}),
+			reloads: { maxPerHour: config.reloads.max_per_hour },
+			now: deps.now,
+		}),
+		close: () => endpoint.close(),
+	};
+};

@@ -1,0 +1,43 @@
+/**
+ * The target plugin: a kind's factory turns its parsed config into a BuiltTarget, which is all the cycle
+ * and the engine ever see of it. Every kind has the same shape (observe → classify → plan → apply per
+ * endpoint, reported as a TargetReport) whatever it writes to.
+ */
+import type { TargetConfig } from "../config/schema.js";
+import type { TargetRunner } from "../reconcile/cycle.js";
+import type { FleetMemory } from "../reconcile/fleet-memory.js";
+import type { WriteQueues } from "../reconcile/writers.js";
+
+/** What the engine gives every target kind's factory. */
+export interface TargetDeps {
+	now: () => Date;
+	/** Warnings a driver must not hide (insecure TLS, a reload an endpoint caused). */
+	warn?: (fields: Record<string, unknown>, message: string) => void;
+	/** Endpoints processed at once inside a target (default 16). */
+	endpointConcurrency?: number;
+	/** plan and status: drivers leave the disk as they find it (no leftover cleanup). */
+	readOnly?: boolean;
+	/** One write queue per HAProxy process, shared by every target built with it (one per engine). Without
+	 * it the target gets queues of its own: its endpoints still share by address, other targets do not. */
+	writeQueues?: WriteQueues;
+	/** Where a target keeps what it remembers of its endpoints across restarts (backoff, pinned duplicates). */
+	memory?: (target: string) => FleetMemory;
+	/** false: endpoints that are backing off are tried anyway (an operator's one-shot `sync`). Default true. */
+	backoff?: boolean;
+	/** The state directory, for what a target must remember across restarts (failed on_change hooks). */
+	stateDir?: string;
+}
+
+/**
+ * A configured target, ready for the cycle: `name`, `kind` and `run` (one cycle over its endpoints, never
+ * throwing for an endpoint's failure: it is in the report), plus close() for the connections it holds.
+ */
+export interface BuiltTarget extends TargetRunner {
+	close(): Promise<void>;
+}
+
+/** One per kind, in src/targets/<kind>/index.ts, registered by one line in src/targets/registry.ts. */
+export type TargetFactory<K extends TargetConfig["type"]> = (
+	config: Extract<TargetConfig, { type: K }>,
+	deps: TargetDeps,
+) => BuiltTarget;
