@@ -6,10 +6,10 @@ import pLimit from "p-limit";
 import { CertificateeError, describeError, errorView } from "../errors.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import {
-	type Action,
 	type DesiredCertificate,
 	type EndpointDriver,
 	type EndpointObservation,
+	type HaproxyAction,
 	runtimeNameOf,
 	type ServedCertificate,
 } from "./model.js";
@@ -178,7 +178,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 async function redoAfterReloads(
 	job: EndpointJob,
 	state: { observation: Observed; verdicts: Verdict[]; served: Probed },
-	written: Array<{ action: Action; view: StepView }>,
+	written: Array<{ action: HaproxyAction; view: StepView }>,
 	steps: StepView[],
 	queue: WriteQueue | undefined,
 	pinnedRefs: Map<string, string>,
@@ -230,7 +230,7 @@ async function redoAfterReloads(
  */
 async function applySteps(
 	job: EndpointJob,
-	planned: ReadonlyArray<{ action: Action }>,
+	planned: ReadonlyArray<{ action: HaproxyAction }>,
 	views: StepView[],
 	queue: WriteQueue | undefined,
 ): Promise<Map<string, string>> {
@@ -340,7 +340,7 @@ async function workerChange(
  * A duplicate's removal refused because haproxy.cfg references it: the Data Plane API's 409 on the storage
  * delete, or HAProxy's "in use" on the runtime delete once its crt-list entries are gone (a direct crt line).
  */
-export function pinnedBy(action: Action, error: CertificateeError): string | undefined {
+export function pinnedBy(action: HaproxyAction, error: CertificateeError): string | undefined {
 	if (action.op === "storage-delete" && error.code === "ENDPOINT_CONFLICT") {
 		return "the Data Plane API refuses to delete the file (409): haproxy.cfg references it; it can only go with a config change and reload";
 	}
@@ -412,7 +412,7 @@ async function probeAll(job: EndpointJob): Promise<Probed> {
 
 interface Applied {
 	plan: ReturnType<typeof planEndpoint>;
-	written: Array<{ action: Action; view: StepView }>;
+	written: Array<{ action: HaproxyAction; view: StepView }>;
 	steps: StepView[];
 	queue: WriteQueue | undefined;
 	pinnedRefs: Map<string, string>;

@@ -102,8 +102,8 @@ export type EndpointObservation =
 	  }
 	| { endpoint: string; ok: false; error: CertificateeError };
 
-/** A single write on one endpoint. Phase 3 runs an endpoint's actions in order. */
-export type Action =
+/** A single write on one HAProxy endpoint (a storage file, HAProxy's memory, a crt-list). */
+export type HaproxyAction =
 	| { op: "storage-replace"; ref: string; certificate: string; bundle: Bundle }
 	| { op: "storage-create"; ref: string; certificate: string; bundle: Bundle }
 	| { op: "runtime-set"; ref: string; runtimeName: string; certificate: string; bundle: Bundle }
@@ -123,6 +123,17 @@ export type Action =
 	| { op: "runtime-reinsert"; ref: string; runtimeName: string }
 	| { op: "runtime-delete"; ref: string; runtimeName: string }
 	| { op: "storage-delete"; ref: string };
+
+/**
+ * A single write of a directory target (its ref is the set's path): publish a certificate's files as one set,
+ * or run the target's on_change command for it.
+ */
+export type DirectoryAction =
+	| { op: "directory-write"; ref: string; certificate: string; bundle: Bundle }
+	| { op: "on-change"; ref: string; certificate: string };
+
+/** Every write any target performs. Phase 3 runs an endpoint's actions in order. */
+export type Action = HaproxyAction | DirectoryAction;
 
 export type ActionOp = Action["op"];
 
@@ -166,7 +177,7 @@ export interface EndpointDriver {
 	/** Can perform `runtime-reinsert` (it can read the content HAProxy holds: the runtime target's local files). */
 	readonly reinserts?: boolean;
 	observe(signal: AbortSignal): Promise<EndpointObservation>;
-	apply(action: Action, signal: AbortSignal): Promise<ActionResult>;
+	apply(action: HaproxyAction, signal: AbortSignal): Promise<ActionResult>;
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
 	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
 	/**

@@ -5,12 +5,20 @@
  */
 import type { Bundle } from "../certificates/types.js";
 import type { Verdict } from "./classify.js";
-import type { Action, DesiredCertificate, ObservedCrtList, ObservedRef, ServedCertificate } from "./model.js";
+import type {
+	Action,
+	DesiredCertificate,
+	HaproxyAction,
+	ObservedCrtList,
+	ObservedRef,
+	ServedCertificate,
+} from "./model.js";
 import type { ReloadNeed } from "./reload-budget.js";
 import { planServing, type ServingAfter } from "./serving.js";
 
-export interface PlannedStep {
-	action: Action;
+/** One write and why (`why` is shown in plans). HAProxy endpoints plan HaproxyActions; a kind may plan its own. */
+export interface PlannedStep<A extends Action = HaproxyAction> {
+	action: A;
 	why: string;
 }
 

@@ -3,7 +3,7 @@
  * (or the disk) holds its effect, whatever the old worker answered. Pure; endpoint.ts observes and redoes.
  */
 import { sideMatches } from "./classify.js";
-import type { Action, ObservedRef } from "./model.js";
+import type { HaproxyAction, ObservedRef } from "./model.js";
 import { type StepView, viewAction } from "./report.js";
 
 /**
@@ -12,7 +12,7 @@ import { type StepView, viewAction } from "./report.js";
  * loaded the file written before) is ok.
  */
 export function settleOnWorker(
-	written: ReadonlyArray<{ action: Action; view: StepView }>,
+	written: ReadonlyArray<{ action: HaproxyAction; view: StepView }>,
 	observation: { refs: readonly ObservedRef[] },
 	why: string,
 ): void {
@@ -36,7 +36,7 @@ export function settleOnWorker(
 }
 
 /** Does the observed ref show the action's effect? */
-export function holds(ref: ObservedRef | undefined, action: Action): boolean {
+export function holds(ref: ObservedRef | undefined, action: HaproxyAction): boolean {
 	switch (action.op) {
 		case "storage-create":
 		case "storage-replace":
@@ -62,9 +62,9 @@ export function holds(ref: ObservedRef | undefined, action: Action): boolean {
 
 /** The view a redo reports in: the earlier step with the same op and ref (its outcome replaced), or a new one. */
 export function redoView(
-	written: Array<{ action: Action; view: StepView }>,
+	written: Array<{ action: HaproxyAction; view: StepView }>,
 	steps: StepView[],
-	action: Action,
+	action: HaproxyAction,
 	why: string,
 ): StepView {
 	const fresh = viewAction(action, why);

@@ -1,7 +1,7 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
 import type { ErrorView } from "../errors.js";
 import type { Verdict } from "./classify.js";
-import type { Action, RenewalState, RenewalView } from "./model.js";
+import type { Action, ActionOp, RenewalState, RenewalView } from "./model.js";
 import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "./reload-budget.js";
 import type { ServingAfter } from "./serving.js";
 
@@ -9,7 +9,7 @@ export type { RenewalState, RenewalView } from "./model.js";
 
 /** An action as shown in plans and reports: never the bundle, only its identity. */
 export interface StepView {
-	op: string;
+	op: ActionOp;
 	ref: string;
 	certificate?: string;
 	/** Serial of the certificate being written. */

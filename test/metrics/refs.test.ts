@@ -22,7 +22,7 @@ function endpoint(steps: StepView[], refs: EndpointReport["refs"]): EndpointRepo
 		durationMs: 0,
 	};
 }
-const write = (op: string, result: StepView["result"], serial = "0A"): StepView => ({
+const write = (op: StepView["op"], result: StepView["result"], serial = "0A"): StepView => ({
 	op,
 	ref: "a.pem",
 	certificate: "a",

@@ -5,14 +5,14 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { classifyEndpoint } from "../../src/reconcile/classify.js";
-import type { Action, DesiredCertificate, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
+import type { DesiredCertificate, HaproxyAction, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
 import { planEndpoint } from "../../src/reconcile/plan.js";
 import { desiredCert, metaOf, oldMeta, removePolicy } from "./scenario.js";
 
 interface Node {
 	storage: Map<string, RefMeta>;
 	runtime: Map<string, { meta: RefMeta; crtLists: string[] }>;
-	writes: Array<{ op: Action["op"]; ref: string }>;
+	writes: Array<{ op: HaproxyAction["op"]; ref: string }>;
 	/** Reloads HAProxy did: certificatee never asks for one, so only an unrelated one (reload()) counts. */
 	reloads: number;
 }
@@ -47,7 +47,7 @@ function observe(node: Node): ObservedRef[] {
 	});
 }
 
-function apply(node: Node, action: Action): boolean {
+function apply(node: Node, action: HaproxyAction): boolean {
 	node.writes.push({ op: action.op, ref: action.ref });
 	const rt = node.runtime.get(action.ref);
 	switch (action.op) {
@@ -84,7 +84,7 @@ function apply(node: Node, action: Action): boolean {
 	}
 }
 
-function metaFromBundle(action: Action): RefMeta {
+function metaFromBundle(action: HaproxyAction): RefMeta {
 	if (!("bundle" in action)) throw new Error("no bundle");
 	return {
 		serial: action.bundle.leaf.serial,

@@ -3,7 +3,7 @@
  * HAProxy). The real-HAProxy proof is reload-during-cycle.test.ts.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import type { Action, DesiredCertificate, ObservedRef } from "../../src/reconcile/model.js";
+import type { DesiredCertificate, HaproxyAction, ObservedRef } from "../../src/reconcile/model.js";
 import { holds, redoView, settleOnWorker } from "../../src/reconcile/reloads.js";
 import { type StepView, viewAction } from "../../src/reconcile/report.js";
 import { desiredCert, metaOf, oldMeta, ref } from "./scenario.js";
@@ -13,15 +13,20 @@ beforeAll(async () => {
 	d = await desiredCert("a", ["a.test"]);
 });
 
-const set = (): Action => ({
+const set = (): HaproxyAction => ({
 	op: "runtime-set",
 	ref: "a.pem",
 	runtimeName: "/etc/haproxy/ssl/a.pem",
 	certificate: "a",
 	bundle: d.bundle,
 });
-const store = (): Action => ({ op: "storage-replace", ref: "a.pem", certificate: "a", bundle: d.bundle });
-const applied = (action: Action, result: StepView["result"], extra: Partial<StepView> = {}) => ({
+const store = (): HaproxyAction => ({
+	op: "storage-replace",
+	ref: "a.pem",
+	certificate: "a",
+	bundle: d.bundle,
+});
+const applied = (action: HaproxyAction, result: StepView["result"], extra: Partial<StepView> = {}) => ({
 	action,
 	view: { ...viewAction(action, "stale"), result, ...extra },
 });

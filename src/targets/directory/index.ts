@@ -1,8 +1,9 @@
 /**
- * The directory target: writes each desired certificate as files in a layout other programs read
- * (kubernetes-tls, haproxy-pem, split), through atomicdir so no reader sees a half-updated set, and runs
- * on_change once per certificate whose files actually changed. `planDirectoryTarget` is the read-only
- * half for `certificatee plan`. One certificate's failure never stops the others: it is a value.
+ * The directory target's driver: observe() reads how the files of each desired certificate differ from the
+ * set they should be (layouts kubernetes-tls, haproxy-pem, split); apply() performs one DirectoryAction:
+ * publish a certificate's set through atomicdir, so no reader sees a half-updated set, or run on_change for
+ * it. plan.ts decides (pure), runner.ts runs the four steps. One certificate's failure never stops the
+ * others: it is a value.
  */
 import { mkdir, readFile } from "node:fs/promises";
 import {
@@ -16,8 +17,8 @@ import {
 } from "../../atomicdir/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { selectCertificates } from "../../reconcile/cycle.js";
-import type { DesiredCertificate } from "../../reconcile/model.js";
-import { type HookResult, runHook } from "./hook.js";
+import type { ActionResult, DesiredCertificate, DirectoryAction } from "../../reconcile/model.js";
+import { runHook } from "./hook.js";
 import { type FileSet, fileSetFor, setDirectory } from "./layouts.js";
 import { resolveOwner } from "./owner.js";
 import { type PendingHooks, pendingHooksInMemory } from "./pending-hooks.js";
@@ -25,100 +26,82 @@ import type { DirectoryTargetConfig } from "./schema.js";
 
 export { type DirectoryTargetConfig, directoryTargetSchema } from "./schema.js";
 
-export type CertificateOutcome =
+/** One desired certificate's set as observed: how its files differ from it, or why it cannot be written. */
+export type ObservedSet =
 	| {
 			certificate: string;
 			path: string;
-			status: "unchanged";
-			problems: CertificateeError[];
-			/** on_change run again because it had not succeeded since the files last changed. */
-			hook?: HookResult;
-	  }
-	| {
-			certificate: string;
-			path: string;
-			status: "written";
-			/** What differed before the write, e.g. "tls.key: content differs". */
+			ok: true;
+			/** What differs on disk, e.g. "tls.key: content differs"; empty when the set is in sync. */
 			differences: string[];
-			/** Failures after publishing (cleanup, parent fsync): the new files are live. */
-			problems: CertificateeError[];
-			/** Present when on_change is configured. */
-			hook?: HookResult;
+			/** on_change has not succeeded since the files last changed: it is run again. */
+			hookPending: boolean;
 	  }
-	| { certificate: string; path: string; status: "failed"; error: CertificateeError };
+	| { certificate: string; path: string; ok: false; error: CertificateeError };
 
-export interface DirectoryTargetResult {
-	target: string;
-	layout: DirectoryTargetConfig["layout"];
-	certificates: CertificateOutcome[];
+export interface DirectoryObservation {
+	/** The target's path: a directory target is one endpoint. */
+	endpoint: string;
+	sets: ObservedSet[];
 }
 
-export type PlannedCertificate =
-	| { certificate: string; path: string; status: "unchanged" }
-	| { certificate: string; path: string; status: "would-write"; differences: string[] }
-	| { certificate: string; path: string; status: "failed"; error: CertificateeError };
-
-export interface DirectoryTargetPlan {
-	target: string;
-	layout: DirectoryTargetConfig["layout"];
-	certificates: PlannedCertificate[];
+/** Observe the sets of the desired certificates; apply one write. Neither throws for a certificate's failure. */
+export interface DirectoryDriver {
+	readonly name: string;
+	observe(desired: readonly DesiredCertificate[], signal: AbortSignal): Promise<DirectoryObservation>;
+	apply(action: DirectoryAction, signal: AbortSignal): Promise<ActionResult>;
 }
 
 /** Test and bench knobs passed through to atomicdir. */
 export type DirectoryTargetOptions = Pick<SyncOptions, "durable" | "binding" | "now" | "lockTimeoutMs"> & {
-	/** Where failed on_change runs are remembered until they succeed (default: in memory, per call). */
+	/** Where failed on_change runs are remembered until they succeed (default: in memory, per driver). */
 	pendingHooks?: PendingHooks;
 };
 
 type Prepared = { set: FileSet } | { certificate: string; path: string; error: CertificateeError };
 
-export async function syncDirectoryTarget(
+export function createDirectoryDriver(
 	config: DirectoryTargetConfig,
-	desired: readonly DesiredCertificate[],
 	options: DirectoryTargetOptions = {},
-): Promise<DirectoryTargetResult> {
-	const { owner, prepared } = await prepare(config, desired);
-	if (prepared.some((p) => "set" in p) && sharesBaseDirectory(config)) await ensureDirectory(config.path);
+): DirectoryDriver {
 	const pending = options.pendingHooks ?? pendingHooksInMemory();
-	const certificates: CertificateOutcome[] = [];
-	for (const p of prepared) {
-		if ("error" in p) certificates.push({ ...p, status: "failed" });
-		else certificates.push(await writeSet(config, p.set, owner, options, pending));
-	}
-	return { target: config.name, layout: config.layout, certificates };
+	return {
+		name: config.path,
+		async observe(desired) {
+			const { owner, prepared } = await prepare(config, desired);
+			const sets: ObservedSet[] = [];
+			for (const p of prepared) {
+				if ("error" in p) sets.push({ certificate: p.certificate, path: p.path, ok: false, error: p.error });
+				else sets.push(await observeSet(config, p.set, owner, pending));
+			}
+			return { endpoint: config.path, sets };
+		},
+		async apply(action) {
+			switch (action.op) {
+				case "directory-write":
+					return writeSet(config, action, options);
+				case "on-change":
+					return onChange(config, action, pending);
+			}
+		},
+	};
 }
 
-/** What syncDirectoryTarget would change, without writing anything. */
-export async function planDirectoryTarget(
+async function observeSet(
 	config: DirectoryTargetConfig,
-	desired: readonly DesiredCertificate[],
-): Promise<DirectoryTargetPlan> {
-	const { owner, prepared } = await prepare(config, desired);
-	const certificates: PlannedCertificate[] = [];
-	for (const p of prepared) {
-		if ("error" in p) {
-			certificates.push({ ...p, status: "failed" });
-			continue;
-		}
-		const { set } = p;
-		try {
-			const differences =
-				set.kind === "file" ? diffFile(set.path, set.file, owner) : await diffSet(config, set, owner);
-			certificates.push(
-				differences.length === 0
-					? { certificate: set.certificate, path: set.path, status: "unchanged" }
-					: { certificate: set.certificate, path: set.path, status: "would-write", differences },
-			);
-		} catch (e) {
-			certificates.push({
-				certificate: set.certificate,
-				path: set.path,
-				status: "failed",
-				error: asError(e, set.path),
-			});
-		}
+	set: FileSet,
+	owner: Owner | undefined,
+	pending: PendingHooks,
+): Promise<ObservedSet> {
+	const base = { certificate: set.certificate, path: set.path };
+	try {
+		const differences =
+			set.kind === "file" ? diffFile(set.path, set.file, owner) : await diffSet(config, set, owner);
+		const hookPending = config.on_change !== undefined && (await pending.has(set.certificate));
+		return { ...base, ok: true, differences, hookPending };
+	} catch (e) {
+		return { ...base, ok: false, error: asError(e, set.path) };
 	}
-	return { target: config.name, layout: config.layout, certificates };
 }
 
 async function diffSet(config: DirectoryTargetConfig, set: FileSet & { kind: "directory" }, owner?: Owner) {
@@ -130,17 +113,25 @@ async function diffSet(config: DirectoryTargetConfig, set: FileSet & { kind: "di
 	return diff.differences;
 }
 
+/** Publishes the set; failures after publishing (cleanup, parent fsync) are a note: the new files are live. */
 async function writeSet(
 	config: DirectoryTargetConfig,
-	set: FileSet,
-	owner: Owner | undefined,
+	action: Extract<DirectoryAction, { op: "directory-write" }>,
 	options: DirectoryTargetOptions,
-	pending: PendingHooks,
-): Promise<CertificateOutcome> {
-	const base = { certificate: set.certificate, path: set.path };
-	let outcome: { status: "unchanged" | "written"; differences: string[]; problems: CertificateeError[] };
+): Promise<ActionResult> {
 	try {
-		outcome =
+		const owner = config.owner === undefined ? undefined : await resolveOwner(config.owner, config.name);
+		const caPem =
+			config.ca_file === undefined || config.layout !== "kubernetes-tls"
+				? undefined
+				: await readCa(config.ca_file, config.name);
+		const set = fileSetFor(
+			{ name: action.certificate, names: [], bundle: action.bundle, origin: "" },
+			config,
+			caPem,
+		);
+		if (sharesBaseDirectory(config)) await ensureDirectory(config.path);
+		const outcome =
 			set.kind === "file"
 				? await writeFileAtomic(set.path, set.file, { ...options, owner })
 				: await syncDirectory(set.path, set.files, {
@@ -149,44 +140,37 @@ async function writeSet(
 						swap: config.swap,
 						dirMode: config.dir_mode,
 					});
+		const notes = [
+			...(outcome.status === "unchanged" ? ["the files were already up to date"] : []),
+			...outcome.problems.map((p) => p.message),
+		];
+		return { action, ok: true, ...(notes.length > 0 ? { note: notes.join("; ") } : {}) };
 	} catch (e) {
-		return { ...base, status: "failed", error: asError(e, set.path) };
+		return { action, ok: false, error: asError(e, action.ref) };
 	}
-	if (outcome.status === "unchanged") {
-		const unchanged = { ...base, status: "unchanged" as const, problems: outcome.problems };
-		if (config.on_change === undefined || !(await pending.has(set.certificate))) return unchanged;
-		return { ...unchanged, hook: await onChange(config, config.on_change, set, pending) };
-	}
-	const written = {
-		...base,
-		status: "written" as const,
-		differences: outcome.differences,
-		problems: outcome.problems,
-	};
-	if (config.on_change === undefined) return written;
-	return { ...written, hook: await onChange(config, config.on_change, set, pending) };
 }
 
-/** Runs on_change, remembered as pending until it succeeds. */
+/** Runs on_change, remembered as pending until it succeeds (marked first: a crash in between retries it). */
 async function onChange(
 	config: DirectoryTargetConfig,
-	hookConfig: NonNullable<DirectoryTargetConfig["on_change"]>,
-	set: FileSet,
+	action: Extract<DirectoryAction, { op: "on-change" }>,
 	pending: PendingHooks,
-): Promise<HookResult> {
-	await pending.mark(set.certificate);
+): Promise<ActionResult> {
+	if (config.on_change === undefined) return { action, ok: true, note: "no on_change configured" };
+	await pending.mark(action.certificate);
 	const hook = await runHook({
-		command: hookConfig.command,
-		timeoutMs: hookConfig.timeout,
+		command: config.on_change.command,
+		timeoutMs: config.on_change.timeout,
 		env: {
 			CERTIFICATEE_TARGET: config.name,
-			CERTIFICATEE_CERTIFICATE: set.certificate,
-			CERTIFICATEE_PATH: set.path,
+			CERTIFICATEE_CERTIFICATE: action.certificate,
+			CERTIFICATEE_PATH: action.ref,
 			CERTIFICATEE_LAYOUT: config.layout,
 		},
 	});
-	if (hook.ok) await pending.clear(set.certificate);
-	return hook;
+	if (!hook.ok) return { action, ok: false, error: hook.error };
+	await pending.clear(action.certificate);
+	return { action, ok: true };
 }
 
 /** Selected certificates as file sets; a listed certificate that is not desired is a failure, files untouched. */

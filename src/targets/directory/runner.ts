@@ -1,113 +1,118 @@
 /**
- * The directory target as a cycle's TargetRunner: plan → planDirectoryTarget, sync → syncDirectoryTarget,
- * reported as one "endpoint" (the target's path) with one step per certificate that differs.
+ * The directory target's cycle, the same four steps as an HAProxy endpoint's: observe every desired set,
+ * classify and plan (pure, plan.ts), apply the writes in order (sync), report. A directory target is one
+ * endpoint, its path; a set that cannot be written is a failed step, never an exception.
  */
-import { type CertificateeError, errorView } from "../../errors.js";
-import type { Verdict } from "../../reconcile/classify.js";
-import type { CycleMode, TargetRunner } from "../../reconcile/cycle.js";
-import type { DesiredCertificate } from "../../reconcile/model.js";
-import { type EndpointReport, emptyEndpointReport, type StepView } from "../../reconcile/report.js";
-import { type DirectoryTargetOptions, planDirectoryTarget, syncDirectoryTarget } from "./index.js";
+import { errorView } from "../../errors.js";
+import type { TargetRunner } from "../../reconcile/cycle.js";
+import type { DesiredCertificate, DirectoryAction } from "../../reconcile/model.js";
+import type { PlannedStep } from "../../reconcile/plan.js";
+import { emptyEndpointReport, type StepView, viewAction } from "../../reconcile/report.js";
+import {
+	createDirectoryDriver,
+	type DirectoryDriver,
+	type DirectoryTargetOptions,
+	type ObservedSet,
+} from "./index.js";
+import { classifySet, planSet } from "./plan.js";
 import type { DirectoryTargetConfig } from "./schema.js";
+
+/** A step of the report, with the write it stands for (none: the set could not be observed). */
+interface Entry {
+	set: ObservedSet;
+	view: StepView;
+	action?: DirectoryAction;
+}
 
 export function createDirectoryRunner(
 	config: DirectoryTargetConfig,
 	options: DirectoryTargetOptions = {},
+	now: () => Date = () => new Date(),
 ): TargetRunner {
+	const driver = createDirectoryDriver(config, options);
 	return {
 		name: config.name,
 		kind: "directory",
-		async run(desired: readonly DesiredCertificate[], mode: CycleMode, _signal, onEndpoint) {
-			const started = Date.now();
-			const report =
-				mode === "plan" ? await planReport(config, desired) : await syncReport(config, desired, options);
-			const endpoint = { ...report, durationMs: Date.now() - started };
+		async run(desired, mode, signal, onEndpoint) {
+			const started = now().getTime();
+			const observation = await driver.observe(desired, signal);
+			const byName = new Map(desired.map((d) => [d.name, d]));
+			const entries = observation.sets.flatMap((set) => entriesOf(set, byName, config));
+			if (mode === "sync") await applyInOrder(driver, entries, signal);
+			const inSync = observation.sets.flatMap((set) => settled(set, entries, mode));
+			const endpoint = {
+				...emptyEndpointReport(config.name, observation.endpoint),
+				verdicts: inSync,
+				steps: entries.map((e) => e.view),
+				refs: inSync.map((v) => ({ ref: v.ref, class: v.class, ...notAfter(byName.get(v.certificate)) })),
+				durationMs: now().getTime() - started,
+			};
 			onEndpoint?.(endpoint);
 			return { target: config.name, kind: "directory", endpoints: [endpoint] };
 		},
 	};
 }
 
-const empty = (config: DirectoryTargetConfig) => emptyEndpointReport(config.name, config.path);
-
-const serialOf = (desired: readonly DesiredCertificate[], name: string) =>
-	desired.find((d) => d.name === name)?.bundle.leaf.serial;
-const notAfterOf = (desired: readonly DesiredCertificate[], name: string) =>
-	desired.find((d) => d.name === name)?.bundle.leaf.notAfter.toISOString();
-
-function verdict(cls: "in-sync" | "stale" | "missing", ref: string, certificate: string): Verdict {
-	return cls === "stale"
-		? { class: "stale", ref, certificate, sides: ["storage"], missingSides: [] }
-		: { class: cls, ref, certificate };
-}
-
-async function planReport(config: DirectoryTargetConfig, desired: readonly DesiredCertificate[]) {
-	const plan = await planDirectoryTarget(config, desired);
-	const report = empty(config);
-	for (const c of plan.certificates) {
-		const step = writeStep(c, desired);
-		if (c.status === "failed") {
-			failedStep(report, step, c.error);
-			continue;
-		}
-		const missing = c.status === "would-write" && c.differences.includes("target does not exist");
-		const cls = c.status === "unchanged" ? "in-sync" : missing ? "missing" : "stale";
-		report.verdicts.push(verdict(cls, c.path, c.certificate));
-		report.refs.push({ ref: c.path, class: cls, ...notAfter(desired, c.certificate) });
-		if (c.status === "would-write") report.steps.push({ ...step, why: c.differences.join("; ") });
-	}
-	return report;
-}
-
-async function syncReport(
+function entriesOf(
+	set: ObservedSet,
+	desired: ReadonlyMap<string, DesiredCertificate>,
 	config: DirectoryTargetConfig,
-	desired: readonly DesiredCertificate[],
-	options: DirectoryTargetOptions,
-) {
-	const result = await syncDirectoryTarget(config, desired, options);
-	const report = empty(config);
-	for (const c of result.certificates) {
-		const step = writeStep(c, desired);
-		if (c.status === "failed") {
-			failedStep(report, step, c.error);
+): Entry[] {
+	if (!set.ok) {
+		const serial = desired.get(set.certificate)?.bundle.leaf.serial;
+		const view: StepView = {
+			op: "directory-write",
+			ref: set.path,
+			certificate: set.certificate,
+			...(serial === undefined ? {} : { serial }),
+			why: "cannot be written",
+			result: "failed",
+			error: errorView(set.error),
+		};
+		return [{ set, view }];
+	}
+	return planSet(set, desired, config.on_change !== undefined).map((s: PlannedStep<DirectoryAction>) => ({
+		set,
+		view: viewAction(s.action, s.why),
+		action: s.action,
+	}));
+}
+
+/** Phase 3: one write at a time; after a set's write failed, its on_change is skipped. */
+async function applyInOrder(driver: DirectoryDriver, entries: Entry[], signal: AbortSignal): Promise<void> {
+	const failed = new Set<string>();
+	for (const { action, view } of entries) {
+		if (action === undefined) continue;
+		if (failed.has(action.ref) || signal.aborted) {
+			view.result = "skipped";
+			view.note = signal.aborted ? "stopping" : "an earlier write for this ref failed";
 			continue;
 		}
-		report.verdicts.push(verdict("in-sync", c.path, c.certificate));
-		report.refs.push({ ref: c.path, class: "in-sync", ...notAfter(desired, c.certificate) });
-		report.notes.push(...c.problems.map((p) => `${c.certificate}: ${p.message}`));
-		if (c.status === "written") report.steps.push({ ...step, why: c.differences.join("; "), result: "ok" });
-		if (c.hook !== undefined) {
-			const hook: StepView = {
-				op: "on-change",
-				ref: c.path,
-				certificate: c.certificate,
-				why:
-					c.status === "written" ? "files changed" : "retrying: it has not succeeded since the files changed",
-			};
-			report.steps.push(
-				c.hook.ok ? { ...hook, result: "ok" } : { ...hook, result: "failed", error: errorView(c.hook.error) },
-			);
-		}
+		const result = await driver.apply(action, signal);
+		view.result = result.ok ? "ok" : "failed";
+		if (result.note) view.note = result.note;
+		if (result.error) view.error = errorView(result.error);
+		if (!result.ok && action.op === "directory-write") failed.add(action.ref);
 	}
-	return report;
 }
 
-function writeStep(
-	c: { path: string; certificate: string },
-	desired: readonly DesiredCertificate[],
-): StepView {
-	const step: StepView = { op: "directory-write", ref: c.path, certificate: c.certificate, why: "" };
-	const serial = serialOf(desired, c.certificate);
-	if (serial !== undefined) step.serial = serial;
-	return step;
+/**
+ * The verdict of each set once the cycle is done: plan, as observed; sync, in-sync once its write succeeded
+ * (or none was needed). A set not written has none (its failed step says why).
+ */
+function settled(
+	set: ObservedSet,
+	entries: readonly Entry[],
+	mode: "plan" | "sync",
+): ReturnType<typeof classifySet>[] {
+	if (!set.ok) return [];
+	const verdict = classifySet(set);
+	if (mode === "plan") return [verdict];
+	const write = entries.find((e) => e.set === set && e.view.op === "directory-write");
+	if (write !== undefined && write.view.result !== "ok") return [];
+	return [{ class: "in-sync", ref: set.path, certificate: set.certificate }];
 }
 
-function failedStep(report: EndpointReport, step: StepView, error: CertificateeError): void {
-	report.ok = false;
-	report.steps.push({ ...step, why: "cannot be written", result: "failed", error: errorView(error) });
-}
-
-function notAfter(desired: readonly DesiredCertificate[], name: string): { notAfter?: string } {
-	const value = notAfterOf(desired, name);
-	return value === undefined ? {} : { notAfter: value };
+function notAfter(certificate: DesiredCertificate | undefined): { notAfter?: string } {
+	return certificate === undefined ? {} : { notAfter: certificate.bundle.leaf.notAfter.toISOString() };
 }

@@ -7,6 +7,7 @@ export const directoryTarget: TargetFactory<"directory"> = (config, deps) => ({
 	...createDirectoryRunner(
 		config,
 		deps.stateDir && !deps.readOnly ? { pendingHooks: pendingHooksIn(deps.stateDir, config.name) } : {},
+		deps.now,
 	),
 	close: async () => {},
 });

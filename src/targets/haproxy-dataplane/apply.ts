@@ -1,5 +1,5 @@
 /**
- * Phase 3 for one Data Plane API endpoint: one Action, one or two requests, and an ActionResult that says
+ * Phase 3 for one Data Plane API endpoint: one HaproxyAction, one or two requests, and an ActionResult that says
  * what really happened. Endpoint failures are values (ok: false); a 202 is a reload caused, never hidden.
  */
 import { basename } from "node:path";
@@ -7,7 +7,7 @@ import { bundleNames, combinedPem } from "../../certificates/bundle.js";
 import { checkBundle } from "../../certificates/check.js";
 import type { Bundle } from "../../certificates/types.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
-import type { Action, ActionResult } from "../../reconcile/model.js";
+import type { ActionResult, HaproxyAction } from "../../reconcile/model.js";
 import {
 	DEFAULT_BUFSIZE,
 	dataplaneSetCertSize,
@@ -32,7 +32,7 @@ export interface ApplyContext {
 
 type Outcome = Omit<ActionResult, "action" | "ok">;
 
-function reloaded(ctx: ApplyContext, action: Action, reload: ReloadCaused | undefined): Outcome {
+function reloaded(ctx: ApplyContext, action: HaproxyAction, reload: ReloadCaused | undefined): Outcome {
 	if (reload === undefined) return {};
 	const reason = `the server answered 202 to ${action.op} of ${action.ref} although skip_reload=true was sent`;
 	ctx.warn?.(
@@ -70,7 +70,10 @@ async function verifyRuntime(
  * The API forwards a runtime write to HAProxy as one `set ssl cert` request; one of tune.bufsize bytes or more
  * hangs or kills HAProxy 2.6-3.2. Such a write is never sent (RUNTIME_PAYLOAD_TOO_LARGE, with its size).
  */
-function refuseOversize(ctx: ApplyContext, action: Action & { runtimeName: string; bundle: Bundle }): void {
+function refuseOversize(
+	ctx: ApplyContext,
+	action: HaproxyAction & { runtimeName: string; bundle: Bundle },
+): void {
 	const name = action.op === "runtime-add" ? basename(action.runtimeName) : action.runtimeName;
 	const tooLarge = payloadTooLarge({
 		size: dataplaneSetCertSize(name, combinedPem(action.bundle)),
@@ -84,7 +87,7 @@ function refuseOversize(ctx: ApplyContext, action: Action & { runtimeName: strin
 
 async function runtimeAdd(
 	ctx: ApplyContext,
-	action: Extract<Action, { op: "runtime-add" }>,
+	action: Extract<HaproxyAction, { op: "runtime-add" }>,
 	signal: AbortSignal,
 ): Promise<Outcome> {
 	// The API names a runtime-created certificate by the upload's basename (dataplaneapi #379).
@@ -107,7 +110,7 @@ async function runtimeAdd(
  * HAProxy (and the storage check) accept expired or broken certificates, and a bad storage file breaks every
  * later reload: every bundle is checked before it is sent.
  */
-function refuseUnsendable(ctx: ApplyContext, action: Action): void {
+function refuseUnsendable(ctx: ApplyContext, action: HaproxyAction): void {
 	if (!("bundle" in action)) return;
 	const problem = checkBundle(action.bundle, { source: `${ctx.endpoint} ${action.ref}`, now: ctx.now() })[0];
 	if (problem) throw problem;
@@ -116,7 +119,7 @@ function refuseUnsendable(ctx: ApplyContext, action: Action): void {
 /** HAProxy recomputes SNI names from the new certificate: refuse one that stops covering a served name. */
 async function refuseDroppedNames(
 	ctx: ApplyContext,
-	action: Extract<Action, { op: "runtime-set" }>,
+	action: Extract<HaproxyAction, { op: "runtime-set" }>,
 	signal: AbortSignal,
 ): Promise<void> {
 	const current = runtimeMeta(await ctx.client.runtime.get(action.runtimeName, signal)).names ?? [];
@@ -130,7 +133,7 @@ async function refuseDroppedNames(
 	if (refused) throw refused;
 }
 
-async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): Promise<Outcome> {
+async function perform(ctx: ApplyContext, action: HaproxyAction, signal: AbortSignal): Promise<Outcome> {
 	const { client } = ctx;
 	refuseUnsendable(ctx, action);
 	switch (action.op) {
@@ -202,7 +205,7 @@ async function perform(ctx: ApplyContext, action: Action, signal: AbortSignal): 
 /** Performs one action; endpoint errors become `ok: false`, cancellation and programming errors throw. */
 export async function applyAction(
 	ctx: ApplyContext,
-	action: Action,
+	action: HaproxyAction,
 	signal: AbortSignal,
 ): Promise<ActionResult> {
 	try {

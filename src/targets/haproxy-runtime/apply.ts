@@ -1,12 +1,12 @@
 /**
- * apply() of a haproxy-runtime endpoint: one Action, performed on the files in crt_dir, a crt-list file or
+ * apply() of a haproxy-runtime endpoint: one HaproxyAction, performed on the files in crt_dir, a crt-list file or
  * HAProxy's memory, and reported as a value (never thrown). Nothing here reloads HAProxy.
  */
 import { readFile } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { type Bundle, checkBundle, combinedPem, commonName } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
-import type { Action, ActionResult } from "../../reconcile/model.js";
+import type { ActionResult, HaproxyAction } from "../../reconcile/model.js";
 import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
 import { appendLine, linesMaybeNaming, removeCertificateLines } from "../haproxy/crt-list.js";
 import { checkNameRemoval } from "../haproxy/guard.js";
@@ -17,11 +17,11 @@ import type { CertDetail } from "./parse.js";
 import { chainNames, leafMeta, refPath, removeFile, writeAtomic } from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
-type ActionOf<Op extends Action["op"]> = Extract<Action, { op: Op }>;
+type ActionOf<Op extends HaproxyAction["op"]> = Extract<HaproxyAction, { op: Op }>;
 
 export async function applyRuntimeAction(
 	ctx: RuntimeContext,
-	action: Action,
+	action: HaproxyAction,
 	signal: AbortSignal,
 ): Promise<ActionResult> {
 	try {
@@ -38,7 +38,7 @@ export async function applyRuntimeAction(
 	}
 }
 
-function perform(ctx: RuntimeContext, action: Action): Promise<ActionResult> {
+function perform(ctx: RuntimeContext, action: HaproxyAction): Promise<ActionResult> {
 	switch (action.op) {
 		case "storage-create":
 		case "storage-replace":

@@ -6,12 +6,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseBundle } from "../../../src/certificates/bundle.js";
 import type { DesiredCertificate } from "../../../src/reconcile/model.js";
-import {
-	type DirectoryTargetConfig,
-	directoryTargetSchema,
-	planDirectoryTarget,
-	syncDirectoryTarget,
-} from "../../../src/targets/directory/index.js";
+import { cycleOutcome, type EndpointReport, type TargetReport } from "../../../src/reconcile/report.js";
+import { type DirectoryTargetConfig, directoryTargetSchema } from "../../../src/targets/directory/index.js";
+import { createDirectoryRunner } from "../../../src/targets/directory/runner.js";
 import { createTestCa, issueTestLeaf } from "../../harness/certs.js";
 
 let root: string;
@@ -51,14 +48,29 @@ function config(extra: Record<string, unknown>): DirectoryTargetConfig {
 	});
 }
 
+const signal = new AbortController().signal;
+/** One cycle of a fresh directory target (on_change runs not remembered across calls). */
+const run = async (c: DirectoryTargetConfig, want: DesiredCertificate[], cycle: "plan" | "sync" = "sync") =>
+	(await createDirectoryRunner(c).run(want, cycle, signal)).endpoints[0] as EndpointReport;
+const sync = (c: DirectoryTargetConfig, want: DesiredCertificate[]) => run(c, want, "sync");
+const plan = (c: DirectoryTargetConfig, want: DesiredCertificate[]) => run(c, want, "plan");
+/** Steps as [op, certificate, result] (result undefined in a plan). */
+const steps = (e: EndpointReport) => e.steps.map((s) => [s.op, s.certificate, s.result]);
+const classes = (e: EndpointReport) =>
+	e.verdicts.map((v) => [v.class, "certificate" in v ? v.certificate : ""]);
+
 const mode = (p: string) => statSync(p).mode & 0o7777;
 const text = (p: string) => readFileSync(p, "utf8");
 
 describe("targets/directory", () => {
 	it("kubernetes-tls: one directory per certificate with tls.crt (leaf + chain), tls.key 0600, ca.crt from the root", async () => {
 		const c = config({ layout: "kubernetes-tls" });
-		const result = await syncDirectoryTarget(c, [alpha, beta]);
-		expect(result.certificates.map((o) => o.status)).toEqual(["written", "written"]);
+		const result = await sync(c, [alpha, beta]);
+		expect(steps(result)).toEqual([
+			["directory-write", "alpha", "ok"],
+			["directory-write", "beta", "ok"],
+		]);
+		expect(result.steps[0]?.serial).toBe(alpha.bundle.leaf.serial);
 		const dir = join(c.path, "alpha");
 		expect(readdirSync(dir).sort()).toEqual(["ca.crt", "tls.crt", "tls.key"]);
 		expect(text(join(dir, "tls.crt"))).toBe(alpha.bundle.fullchainPem);
@@ -78,7 +90,7 @@ describe("targets/directory", () => {
 		const caFile = join(root, "ca.pem");
 		writeFileSync(caFile, rootPem);
 		const c = config({ certificates: ["beta"], ca_file: caFile });
-		await syncDirectoryTarget(c, [alpha, beta]);
+		await sync(c, [alpha, beta]);
 		expect(readdirSync(c.path).sort()).toEqual(["ca.crt", "tls.crt", "tls.key"]);
 		expect(text(join(c.path, "ca.crt"))).toBe(rootPem);
 		expect(text(join(c.path, "tls.crt"))).toBe(beta.bundle.fullchainPem);
@@ -86,7 +98,7 @@ describe("targets/directory", () => {
 
 	it("haproxy-pem: one combined <name>.pem per certificate, 0600, in one shared directory", async () => {
 		const c = config({ layout: "haproxy-pem" });
-		await syncDirectoryTarget(c, [alpha, beta]);
+		await sync(c, [alpha, beta]);
 		expect(readdirSync(c.path).sort()).toEqual(["alpha.pem", "beta.pem"]);
 		const pem = text(join(c.path, "alpha.pem"));
 		expect(pem).toBe(alpha.bundle.fullchainPem + alpha.bundle.key.reveal());
@@ -97,7 +109,7 @@ describe("targets/directory", () => {
 
 	it("split: cert.pem, chain.pem, fullchain.pem, privkey.pem (0600) per certificate", async () => {
 		const c = config({ layout: "split" });
-		await syncDirectoryTarget(c, [alpha]);
+		await sync(c, [alpha]);
 		const dir = join(c.path, "alpha");
 		expect(readdirSync(dir).sort()).toEqual(["cert.pem", "chain.pem", "fullchain.pem", "privkey.pem"]);
 		expect(text(join(dir, "cert.pem"))).toBe(alpha.bundle.certPem);
@@ -114,21 +126,41 @@ describe("targets/directory", () => {
 				layout,
 				on_change: { command: ["sh", "-c", `echo "$CERTIFICATEE_CERTIFICATE $CERTIFICATEE_PATH" >> ${log}`] },
 			});
-			await syncDirectoryTarget(c, [alpha, beta]);
+			const first = await sync(c, [alpha, beta]);
+			expect(steps(first)).toEqual([
+				["directory-write", "alpha", "ok"],
+				["on-change", "alpha", "ok"],
+				["directory-write", "beta", "ok"],
+				["on-change", "beta", "ok"],
+			]);
 			expect(text(log).trim().split("\n")).toHaveLength(2);
 			const path = layout === "haproxy-pem" ? join(c.path, "alpha.pem") : join(c.path, "alpha");
 			const before = statSync(path, { bigint: true });
-			const second = await syncDirectoryTarget(c, [alpha, beta]);
-			expect(second.certificates.map((o) => o.status)).toEqual(["unchanged", "unchanged"]);
+			const second = await sync(c, [alpha, beta]);
+			expect(second.steps).toEqual([]);
+			expect(classes(second)).toEqual([
+				["in-sync", "alpha"],
+				["in-sync", "beta"],
+			]);
 			const after = statSync(path, { bigint: true });
 			expect([after.ino, after.mtimeNs]).toEqual([before.ino, before.mtimeNs]);
 			expect(text(log).trim().split("\n")).toHaveLength(2);
-			const plan = await planDirectoryTarget(c, [alphaRenewed, beta]);
-			expect(plan.certificates.map((p) => p.status)).toEqual(["would-write", "unchanged"]);
+			const planned = await plan(c, [alphaRenewed, beta]);
+			expect(steps(planned)).toEqual([
+				["directory-write", "alpha", undefined],
+				["on-change", "alpha", undefined],
+			]);
+			expect(classes(planned)).toEqual([
+				["stale", "alpha"],
+				["in-sync", "beta"],
+			]);
 			expect(statSync(path, { bigint: true }).ino).toBe(before.ino);
-			const renewed = await syncDirectoryTarget(c, [alphaRenewed, beta]);
-			expect(renewed.certificates[0]).toMatchObject({ status: "written", hook: { ok: true } });
-			expect(renewed.certificates[1]).toMatchObject({ status: "unchanged" });
+			const renewed = await sync(c, [alphaRenewed, beta]);
+			expect(steps(renewed)).toEqual([
+				["directory-write", "alpha", "ok"],
+				["on-change", "alpha", "ok"],
+			]);
+			expect(renewed.steps[0]?.serial).toBe(alphaRenewed.bundle.leaf.serial);
 			expect(text(log).trim().split("\n").at(-1)).toBe(`alpha ${path}`);
 			expect(text(log).trim().split("\n")).toHaveLength(3);
 		},
@@ -136,56 +168,63 @@ describe("targets/directory", () => {
 
 	it("a failing on_change is reported without undoing the swap", async () => {
 		const c = config({ layout: "split", on_change: { command: ["sh", "-c", "echo broken >&2; exit 3"] } });
-		const result = await syncDirectoryTarget(c, [alpha]);
-		const outcome = result.certificates[0]!;
-		expect(outcome.status).toBe("written");
-		if (outcome.status !== "written") return;
-		expect(outcome.hook?.ok).toBe(false);
-		if (outcome.hook?.ok !== false) return;
-		expect(outcome.hook.error.code).toBe("HOOK_FAILED");
-		expect(outcome.hook.error.message).toBe("on_change command exited with 3: broken");
+		const result = await sync(c, [alpha]);
+		expect(steps(result)).toEqual([
+			["directory-write", "alpha", "ok"],
+			["on-change", "alpha", "failed"],
+		]);
+		expect(result.steps[1]?.error).toMatchObject({
+			code: "HOOK_FAILED",
+			message: "on_change command exited with 3: broken",
+		});
+		expect(classes(result)).toEqual([["in-sync", "alpha"]]);
 		expect(text(join(c.path, "alpha", "cert.pem"))).toBe(alpha.bundle.certPem);
 	});
 
 	it("an on_change that outlives its timeout is stopped and reported", async () => {
 		const c = config({ layout: "haproxy-pem", on_change: { command: ["sleep", "5"], timeout: "200ms" } });
-		const result = await syncDirectoryTarget(c, [beta]);
-		expect(result.certificates[0]).toMatchObject({
-			status: "written",
-			hook: {
-				ok: false,
-				error: { code: "HOOK_FAILED", message: "on_change command timed out after 200 ms" },
-			},
+		const result = await sync(c, [beta]);
+		expect(steps(result)).toEqual([
+			["directory-write", "beta", "ok"],
+			["on-change", "beta", "failed"],
+		]);
+		expect(result.steps[1]?.error).toMatchObject({
+			code: "HOOK_FAILED",
+			message: "on_change command timed out after 200 ms",
 		});
 	});
 
 	it("a listed certificate that is not desired fails alone and leaves its files; the others are written", async () => {
 		const c = config({ layout: "split", certificates: ["alpha", "gamma"] });
-		const result = await syncDirectoryTarget(c, [alpha, beta]);
-		expect(result.certificates.map((o) => [o.certificate, o.status])).toEqual([
-			["alpha", "written"],
-			["gamma", "failed"],
+		const result = await sync(c, [alpha, beta]);
+		expect(steps(result)).toEqual([
+			["directory-write", "alpha", "ok"],
+			["directory-write", "gamma", "failed"],
 		]);
+		expect(result.steps[1]?.error?.code).toBe("NOT_AVAILABLE");
+		expect(classes(result)).toEqual([["in-sync", "alpha"]]);
 		expect(existsSync(join(c.path, "beta"))).toBe(false);
 	});
 
 	it("a bad certificate name fails that certificate with ATOMICDIR_BAD_NAME, not the target", async () => {
 		const c = config({ layout: "haproxy-pem" });
 		const evil = { ...beta, name: "../evil" };
-		const result = await syncDirectoryTarget(c, [evil, alpha]);
-		expect(result.certificates[0]).toMatchObject({ status: "failed", error: { code: "ATOMICDIR_BAD_NAME" } });
-		expect(result.certificates[1]).toMatchObject({ status: "written" });
+		const result = await sync(c, [evil, alpha]);
+		expect(steps(result)).toEqual([
+			["directory-write", "../evil", "failed"],
+			["directory-write", "alpha", "ok"],
+		]);
+		expect(result.steps[0]?.error?.code).toBe("ATOMICDIR_BAD_NAME");
 		expect(existsSync(join(c.path, "..", "evil.pem"))).toBe(false);
 	});
 
 	it("plan writes nothing, not even the target directory", async () => {
 		const c = config({ layout: "kubernetes-tls" });
-		const plan = await planDirectoryTarget(c, [alpha]);
-		expect(plan.certificates).toMatchObject([
-			{ status: "would-write", differences: ["target does not exist"] },
-		]);
+		const planned = await plan(c, [alpha]);
+		expect(planned.steps).toMatchObject([{ op: "directory-write", why: "target does not exist" }]);
+		expect(classes(planned)).toEqual([["missing", "alpha"]]);
 		expect(existsSync(c.path)).toBe(false);
-		expect(JSON.stringify(plan)).not.toContain("PRIVATE KEY");
+		expect(JSON.stringify(planned)).not.toContain("PRIVATE KEY");
 	});
 
 	it("rejects unknown keys, relative paths and a shell string as on_change", () => {
@@ -205,37 +244,84 @@ describe("targets/directory", () => {
 });
 
 describe("targets/directory/runner", () => {
-	it("plans a write per differing certificate, syncs it, then plans nothing; on_change failure is its own step", async () => {
-		const { createDirectoryRunner } = await import("../../../src/targets/directory/runner.js");
-		const { cycleOutcome } = await import("../../../src/reconcile/report.js");
-		const c = config({ layout: "split", on_change: { command: ["false"] } });
-		const runner = createDirectoryRunner(c);
-		const signal = new AbortController().signal;
-		const report = (t: Awaited<ReturnType<typeof runner.run>>) => ({
-			mode: "plan" as const,
+	const outcome = (t: TargetReport) =>
+		cycleOutcome({
+			mode: "plan",
 			startedAt: "",
 			durationMs: 0,
 			certificates: [],
 			sourceProblems: [],
 			targets: [t],
 		});
-		const plan = await runner.run([alpha, beta], "plan", signal);
-		expect(plan.endpoints[0]!.steps.map((s) => [s.op, s.certificate, s.why])).toEqual([
+
+	it("plans a write and its on_change per differing certificate, syncs them, then plans nothing; on_change failure is its own step", async () => {
+		const c = config({ layout: "split", on_change: { command: ["false"] } });
+		const runner = createDirectoryRunner(c);
+		const planned = await runner.run([alpha, beta], "plan", signal);
+		expect(planned.endpoints[0]!.steps.map((s) => [s.op, s.certificate, s.why])).toEqual([
 			["directory-write", "alpha", "target does not exist"],
+			["on-change", "alpha", "files changed"],
 			["directory-write", "beta", "target does not exist"],
+			["on-change", "beta", "files changed"],
 		]);
-		expect(cycleOutcome(report(plan))).toMatchObject({ pending: 2, converged: false });
-		const sync = await runner.run([alpha, beta], "sync", signal);
-		expect(sync.endpoints[0]!.steps.map((s) => [s.op, s.certificate, s.result])).toEqual([
+		expect(outcome(planned)).toMatchObject({ pending: 4, converged: false });
+		const synced = await runner.run([alpha, beta], "sync", signal);
+		expect(steps(synced.endpoints[0]!)).toEqual([
 			["directory-write", "alpha", "ok"],
 			["on-change", "alpha", "failed"],
 			["directory-write", "beta", "ok"],
 			["on-change", "beta", "failed"],
 		]);
+		expect(outcome(synced).failures.map((f) => [f.kind, f.code, f.certificate])).toEqual([
+			["write", "HOOK_FAILED", "alpha"],
+			["write", "HOOK_FAILED", "beta"],
+		]);
 		const again = await runner.run([alpha, beta], "plan", signal);
-		expect(again.endpoints[0]!.steps).toEqual([]);
+		// Nothing to write; the failed on_change runs are what is left to do.
+		expect(again.endpoints[0]!.steps.map((s) => [s.op, s.certificate, s.why])).toEqual([
+			["on-change", "alpha", "retrying: it has not succeeded since the files changed"],
+			["on-change", "beta", "retrying: it has not succeeded since the files changed"],
+		]);
 		expect(again.endpoints[0]!.refs.map((r) => r.class)).toEqual(["in-sync", "in-sync"]);
-		expect(cycleOutcome(report(again)).pending).toBe(0);
-		expect(JSON.stringify([plan, sync, again])).not.toContain("PRIVATE KEY");
+		expect(outcome(again)).toMatchObject({ pending: 2, converged: false });
+		expect(JSON.stringify([planned, synced])).not.toContain("PRIVATE KEY");
+	});
+
+	it("a failed on_change is retried by the next sync without writing, and not once it succeeded", async () => {
+		const fixed = join(root, "hook-fixed");
+		const c = config({ layout: "haproxy-pem", on_change: { command: ["test", "-e", fixed] } });
+		const runner = createDirectoryRunner(c);
+		expect(steps((await runner.run([alpha], "sync", signal)).endpoints[0]!)).toEqual([
+			["directory-write", "alpha", "ok"],
+			["on-change", "alpha", "failed"],
+		]);
+		const retried = (await runner.run([alpha], "sync", signal)).endpoints[0]!;
+		expect(retried.steps.map((s) => [s.op, s.why, s.result])).toEqual([
+			["on-change", "retrying: it has not succeeded since the files changed", "failed"],
+		]);
+		writeFileSync(fixed, "");
+		expect(steps((await runner.run([alpha], "sync", signal)).endpoints[0]!)).toEqual([
+			["on-change", "alpha", "ok"],
+		]);
+		expect((await runner.run([alpha], "sync", signal)).endpoints[0]!.steps).toEqual([]);
+	});
+
+	it("a write that fails skips its on_change and leaves the certificate out of the verdicts; the others are written", async () => {
+		const c = config({ layout: "split", on_change: { command: ["true"] } });
+		const runner = createDirectoryRunner(c);
+		// alpha's set directory is a file: observe sees a difference, the swap fails.
+		const { mkdirSync } = await import("node:fs");
+		mkdirSync(c.path);
+		writeFileSync(join(c.path, "alpha"), "not a directory");
+		const e = (await runner.run([alpha, beta], "sync", signal)).endpoints[0]!;
+		expect(steps(e)).toEqual([
+			["directory-write", "alpha", "failed"],
+			["on-change", "alpha", "skipped"],
+			["directory-write", "beta", "ok"],
+			["on-change", "beta", "ok"],
+		]);
+		expect(e.steps[1]?.note).toBe("an earlier write for this ref failed");
+		expect(classes(e)).toEqual([["in-sync", "beta"]]);
+		expect(text(join(c.path, "alpha"))).toBe("not a directory");
 	});
 });

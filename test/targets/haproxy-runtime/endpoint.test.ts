@@ -2,7 +2,7 @@ import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Bundle, parseBundle } from "../../../src/certificates/index.js";
-import type { Action, ObservedRef } from "../../../src/reconcile/model.js";
+import type { HaproxyAction, ObservedRef } from "../../../src/reconcile/model.js";
 import {
 	createRuntimeEndpoint,
 	type RuntimeEndpoint,
@@ -41,7 +41,7 @@ async function refsOf(driver: RuntimeEndpoint): Promise<Map<string, ObservedRef>
 	return new Map(o.refs.map((r) => [r.ref, r]));
 }
 
-function set(ref: string, h: Haproxy, bundle: Bundle): Action {
+function set(ref: string, h: Haproxy, bundle: Bundle): HaproxyAction {
 	return { op: "runtime-set", ref, runtimeName: join(h.crtDir, ref), certificate: ref, bundle };
 }
 
@@ -191,7 +191,7 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 		expect(inUse.error?.code).toBe("RUNTIME_CERT_IN_USE");
 		expect(inUse.error?.message).toMatch(/in use/);
 
-		const steps: Action[] = [
+		const steps: HaproxyAction[] = [
 			{ op: "crt-list-remove", ref: "legacy_barsone.pem", runtimeName: legacy, crtList: h.crtDir },
 			{ op: "runtime-delete", ref: "legacy_barsone.pem", runtimeName: legacy },
 			{ op: "storage-delete", ref: "legacy_barsone.pem" },
@@ -212,7 +212,7 @@ describe("targets/haproxy-runtime endpoint driver against a real HAProxy", () =>
 
 	it("adds a new certificate live into the crt directory (no crt_list configured)", async () => {
 		const { bundle } = await bundleOf(ca, ["new.test"], { serial: "3D01" });
-		const actions: Action[] = [
+		const actions: HaproxyAction[] = [
 			{ op: "storage-create", ref: "new.pem", certificate: "new", bundle },
 			{
 				op: "runtime-add",
