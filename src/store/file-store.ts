@@ -53,10 +53,12 @@ async function readEntry(path: string, key: string): Promise<Versioned | undefin
 			throw new Error("missing version or value");
 		return { version: parsed.version, value: parsed.value };
 	} catch (e) {
-		throw new CertificateeError("STATE_CORRUPT", `state file ${path} is not valid JSON`, {
+		// No cause: newer V8 versions quote the text around a JSON syntax error, and a record may hold a key.
+		const where = /position \d+/.exec(String((e as Error).message))?.[0];
+		const what = where ? `not valid JSON (at ${where})` : "not valid JSON";
+		throw new CertificateeError("STATE_CORRUPT", `state file ${path} is ${what}`, {
 			context: { file: path },
 			hint: `restore ${path} from a backup, or delete it to start over (certificatee rebuilds it, re-issuing if needed)`,
-			cause: e,
 		});
 	}
 }

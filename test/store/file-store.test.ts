@@ -104,6 +104,26 @@ describe("store/file-store", () => {
 		await expect(store.get("renewal/torn")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
 	});
 
+	it("reports a torn record that holds a key without any of its text, in message, hint or cause", async () => {
+		store = await openFileStore(dir);
+		const secret = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg";
+		await store.put("certificates/web", { keyPem: "x" }, 0);
+		await writeFile(
+			join(dir, "certificates", "web.json"),
+			`{"version": 1, "value": {"keyPem": "-----BEGIN PRIVATE KEY-----\\n${secret}`,
+		);
+		const error = await store.get("certificates/web").catch((e: unknown) => e);
+		expect(isCertificateeError(error, "STATE_CORRUPT")).toBe(true);
+		const e = error as Error & { hint?: string; cause?: unknown };
+		expect(e.message).toContain(join(dir, "certificates", "web.json"));
+		expect(JSON.stringify([e.message, e.hint, String(e.cause ?? ""), e.stack])).not.toContain(secret);
+		expect(JSON.stringify([e.message, e.hint])).not.toContain("PRIVATE KEY");
+		// The parser's own error is dropped, not carried as the cause: newer V8 versions quote the text around
+		// the syntax error (Node 20's says only the position, which the message keeps).
+		expect(e.cause).toBeUndefined();
+		expect(e.message).toMatch(/at position \d+/);
+	});
+
 	it("refuses a second process on the same state directory with STATE_LOCKED", async () => {
 		store = await openFileStore(dir);
 		const child = runChild(["open", dir]);
