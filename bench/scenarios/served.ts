@@ -12,7 +12,7 @@
 import { mkdir, mkdtemp, open, rename, rm, writeFile } from "node:fs/promises";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { probeServed } from "../../src/probe/index.js";
 import { ensureBuilt, spawnCertificatee } from "../../test/harness/cli.js";
 import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
@@ -59,7 +59,7 @@ async function allServed(h: Haproxy, renewed: readonly PoolCert[], timeoutMs = 1
 }
 
 async function durableWrite(path: string, text: string): Promise<void> {
-	const temp = join(join(path, ".."), `.${path.split("/").pop()}.tmp`);
+	const temp = join(dirname(path), `.${basename(path)}.tmp`);
 	const f = await open(temp, "w", 0o600);
 	try {
 		await f.writeFile(text);

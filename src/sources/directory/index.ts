@@ -12,7 +12,7 @@ import { CertificateeError, describeError } from "../../errors.js";
 import type { DesiredCertificate, SourceProblem } from "../../reconcile/model.js";
 import type { Source } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
-import { createParsedCache, type ParsedCache } from "./parsed-cache.js";
+import { createParsedCache, type ParsedCache, sourceFileOf } from "./parsed-cache.js";
 import { type DirectorySourceConfig, directorySourceSchema } from "./schema.js";
 import { type LoadedFile, selectNewest } from "./select.js";
 
@@ -37,8 +37,7 @@ async function loadCandidate(cache: ParsedCache, dir: string, c: Candidate, now:
 	const found = cache.lookup(dir, c);
 	const parsed = "hit" in found ? found.hit : await cache.parse(dir, c, found.miss);
 	if (!parsed.ok) return { ok: false, problems: [parsed.error] };
-	const source = join(dir, c.kind === "combined" ? c.file : c.cert);
-	const problems = checkBundle(parsed.bundle, { source, now });
+	const problems = checkBundle(parsed.bundle, { source: sourceFileOf(dir, c), now });
 	return problems.length === 0 ? { ok: true, bundle: parsed.bundle } : { ok: false, problems };
 }
 

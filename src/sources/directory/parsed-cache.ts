@@ -27,11 +27,17 @@ interface Entry {
 	trusted: boolean;
 }
 
+/** The files' identity as lookup() saw it; `racy` when one changed too recently to be trusted. */
+export interface Identity {
+	key: string;
+	racy: boolean;
+}
+
 export interface ParsedCache {
-	/** The cached parse when no file of the candidate changed, else undefined. Stats the files (synchronously). */
-	lookup(dir: string, c: Candidate): { hit: Parsed } | { miss: string };
+	/** The cached parse when no file of the candidate changed, else the identity seen. Stats the files (synchronously). */
+	lookup(dir: string, c: Candidate): { hit: Parsed } | { miss: Identity };
 	/** Reads and parses the candidate's files, and remembers the result under the identity lookup returned. */
-	parse(dir: string, c: Candidate, identity: string): Promise<Parsed>;
+	parse(dir: string, c: Candidate, seen: Identity): Promise<Parsed>;
 	/** Forgets every candidate not in `names` (files that went away). */
 	retain(names: ReadonlySet<string>): void;
 	readonly size: number;
@@ -41,7 +47,7 @@ export interface ParsedCache {
 export const DEFAULT_RACY_MS = 2_000;
 
 /** File times are wall-clock times, so the racy window is measured against the wall clock, not an injected one. */
-function identityOf(dir: string, c: Candidate, racyMs: number): { identity: string; racy: boolean } {
+function identityOf(dir: string, c: Candidate, racyMs: number): Identity {
 	const now = Date.now();
 	let racy = false;
 	const parts: string[] = [];
@@ -51,12 +57,17 @@ function identityOf(dir: string, c: Candidate, racyMs: number): { identity: stri
 		const changedMs = Math.max(Number(s.mtimeNs / 1_000_000n), Number(s.ctimeNs / 1_000_000n));
 		if (now - changedMs < racyMs) racy = true;
 	}
-	return { identity: `${c.kind}|${parts.join("|")}`, racy };
+	return { key: `${c.kind}|${parts.join("|")}`, racy };
+}
+
+/** The file a candidate's problems are reported against: the combined file, or the certificate of a split one. */
+export function sourceFileOf(dir: string, c: Candidate): string {
+	return join(dir, c.kind === "combined" ? c.file : c.cert);
 }
 
 async function readAndParse(dir: string, c: Candidate): Promise<Parsed> {
 	const read = (f: string) => readFile(join(dir, f));
-	const source = join(dir, c.kind === "combined" ? c.file : c.cert);
+	const source = sourceFileOf(dir, c);
 	const input =
 		c.kind === "combined"
 			? { combined: await read(c.file) }
@@ -77,19 +88,17 @@ export function createParsedCache(options: { racyMs?: number } = {}): ParsedCach
 	const entries = new Map<string, Entry>();
 	return {
 		lookup(dir, c) {
-			const { identity, racy } = identityOf(dir, c, racyMs);
+			const seen = identityOf(dir, c, racyMs);
 			const entry = entries.get(c.name);
-			if (entry?.trusted && entry.identity === identity && !racy) return { hit: entry.parsed };
-			return { miss: racy ? `racy:${identity}` : identity };
+			if (entry?.trusted && entry.identity === seen.key && !seen.racy) return { hit: entry.parsed };
+			return { miss: seen };
 		},
-		async parse(dir, c, key) {
+		async parse(dir, c, seen) {
 			// Read errors propagate and are not remembered; the identity is taken again after the read so a
 			// file replaced while it was read is parsed again next time.
 			const parsed = await readAndParse(dir, c);
-			const racy = key.startsWith("racy:");
-			const after = identityOf(dir, c, racyMs).identity;
-			const identity = racy ? key.slice("racy:".length) : key;
-			entries.set(c.name, { identity, parsed, trusted: !racy && after === identity });
+			const after = identityOf(dir, c, racyMs).key;
+			entries.set(c.name, { identity: seen.key, parsed, trusted: !seen.racy && after === seen.key });
 			return parsed;
 		},
 		retain(names) {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createDirectorySource, directorySourceSchema } from "../../../src/sources/directory/index.js";
-import { createParsedCache } from "../../../src/sources/directory/parsed-cache.js";
+import { createParsedCache, type Identity } from "../../../src/sources/directory/parsed-cache.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 
 const DAY = 86_400_000;
@@ -34,7 +34,7 @@ describe("sources/directory parsed cache", () => {
 		const cache = createParsedCache({ racyMs: 0 });
 		const first = cache.lookup(dir, combined("a"));
 		expect("miss" in first).toBe(true);
-		const parsed = await cache.parse(dir, combined("a"), (first as { miss: string }).miss);
+		const parsed = await cache.parse(dir, combined("a"), (first as { miss: Identity }).miss);
 		expect(parsed.ok && parsed.bundle.leaf.serial).toBe(a.serial);
 		const again = cache.lookup(dir, combined("a"));
 		expect(again).toEqual({ hit: parsed });
@@ -68,7 +68,7 @@ describe("sources/directory parsed cache", () => {
 		for (let i = 0; i < 3; i++) {
 			const found = cache.lookup(dir, combined("a"));
 			expect("miss" in found).toBe(true);
-			await cache.parse(dir, combined("a"), (found as { miss: string }).miss);
+			await cache.parse(dir, combined("a"), (found as { miss: Identity }).miss);
 		}
 	});
 
