@@ -56,6 +56,13 @@ export const ERROR_CODES = [
 	"STATE_LOCKED",
 	"STATE_CONFLICT",
 	"STATE_CORRUPT",
+	// cluster (docs/cluster.md)
+	/** etcd could not be reached or did not answer within the deadline. */
+	"CLUSTER_UNAVAILABLE",
+	/** A write was refused because this member no longer holds the leadership or shard it wrote under. */
+	"CLUSTER_FENCED",
+	/** A value read from etcd could not be decrypted (wrong `encryption_key_file`) or parsed. */
+	"CLUSTER_BAD_VALUE",
 	// sources and issuers
 	"SOURCE_UNREADABLE",
 	"SOURCE_OLDER",

@@ -8,6 +8,8 @@ const SRC = join(import.meta.dirname, "../../src");
 const LAYERS: Array<[string, RegExp]> = [
 	["base", /^([\w-]+\.ts|base\/|certificates\/|atomicdir\/)/],
 	["store", /^store\//],
+	// etcd: the connection, the etcd StateStore, leadership, membership (docs/cluster.md).
+	["cluster", /^cluster\//],
 	["reconcile model", /^reconcile\/model\.ts$/],
 	["probe", /^probe\//],
 	[
