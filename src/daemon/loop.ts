@@ -184,6 +184,7 @@ async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonO
 		metrics.recordCycle(report);
 		running.engine.afterCycle?.(report);
 		running.health.last = report;
+		running.health.lastCycleError = undefined;
 		running.status = statusDocument(report, running.engine.renewals?.() ?? []);
 		const tracked = trackFailures(
 			running.failures,
@@ -199,6 +200,7 @@ async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonO
 		// Info even when something failed: each failure has its own line, logged when it changes.
 		log.info(summarise(report), "cycle finished");
 	} catch (e) {
+		running.health.lastCycleError = describeError(e);
 		log.error({ error: describeError(e) }, "cycle failed");
 	} finally {
 		running.health.cycleRunningSince = undefined;

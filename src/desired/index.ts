@@ -21,9 +21,11 @@ export interface LoadedDesired extends DesiredSet {
 
 export function createDesiredLoader(
 	deps: DesiredLoaderDeps,
-	options: { order: boolean },
+	/** `order` false as in `plan`; a function is asked each cycle (in a cluster, only the leader orders). */
+	options: { order: boolean | (() => boolean) },
 ): (signal: AbortSignal) => Promise<LoadedDesired> {
 	return async (signal) => {
+		const order = typeof options.order === "function" ? options.order() : options.order;
 		const [loaded, renewal] = await Promise.all([
 			Promise.all(deps.sources.map((s) => loadSafely(s, signal))),
 			deps.renewal
@@ -31,7 +33,7 @@ export function createDesiredLoader(
 						now: deps.now(),
 						random: deps.random ?? Math.random,
 						signal,
-						dryRun: !options.order,
+						dryRun: !order,
 					})
 				: undefined,
 		]);

@@ -1,7 +1,7 @@
 /**
  * What /healthz and /readyz answer, decided from the loop's state. Pure: time is passed in.
  *   alive = a cycle finished within 3 × interval, or one is running and younger than its timeout;
- *   ready = the configuration is loaded and the last cycle observed at least one endpoint of each target.
+ *   ready = the configuration is loaded, the latest cycle ran, and it observed at least one endpoint of each target.
  */
 import { type CycleReport, cycleOutcome, endpointState } from "../reconcile/report.js";
 
@@ -14,6 +14,8 @@ export interface LoopHealth {
 	cycleRunningSince?: number;
 	lastFinishedAt?: number;
 	last?: CycleReport;
+	/** Why the latest cycle could not run at all (etcd unreachable, ...); cleared by the next cycle that runs. */
+	lastCycleError?: string;
 }
 
 /** How long a cycle may run before the loop counts as stuck. */
@@ -68,6 +70,8 @@ export function readiness(h: LoopHealth): Readiness {
 	const unobservedTargets = outcome?.unobservedTargets ?? [];
 	const base = { lastCycle: last?.startedAt ?? null, unobservedTargets, failedEndpoints };
 	if (!h.configLoaded) return { ready: false, reason: "configuration not loaded", ...base };
+	if (h.lastCycleError !== undefined)
+		return { ready: false, reason: `the last cycle failed: ${h.lastCycleError}`, ...base };
 	if (!last) return { ready: false, reason: "no cycle finished yet", ...base };
 	if (unobservedTargets.length > 0) {
 		return {

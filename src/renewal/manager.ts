@@ -48,6 +48,16 @@ export interface RenewalDeps {
 	certificates: readonly CertificateSpec[];
 	settings?: Partial<RenewalSettings>;
 	log?: RenewalLogger;
+	/**
+	 * Issue-once across replicas (a cluster): taken before an order, released after it; undefined when another
+	 * process holds it (that one orders). Under the lock the state is read again, so an order another process
+	 * completed meanwhile is seen and not repeated.
+	 */
+	issueLock?: (certificate: string) => Promise<IssueLock | undefined>;
+}
+
+export interface IssueLock {
+	release(): Promise<void>;
 }
 
 export interface RenewalRun {
@@ -107,7 +117,9 @@ export async function runRenewal(deps: RenewalDeps, run: RenewalRun): Promise<Re
 
 async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
 	try {
-		return await renewOneUnsafe(deps, spec, run);
+		return deps.issueLock && !run.dryRun
+			? await renewUnderLock(deps, deps.issueLock, spec, run)
+			: await renewOneUnsafe(deps, spec, run);
 	} catch (e) {
 		const error = isCertificateeError(e)
 			? e
@@ -135,6 +147,30 @@ async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRu
 			},
 			problems,
 		};
+	}
+}
+
+/**
+ * Decides without ordering; when an order is due, takes the issue lock and decides again from a fresh read
+ * (another replica may have ordered meanwhile), so one certificate is never ordered twice at once.
+ */
+async function renewUnderLock(
+	deps: RenewalDeps,
+	issueLock: NonNullable<RenewalDeps["issueLock"]>,
+	spec: CertificateSpec,
+	run: RenewalRun,
+): Promise<Outcome> {
+	const look = await renewOneUnsafe(deps, spec, { ...run, dryRun: true });
+	if (look.status.decision.action !== "renew-now") return look;
+	const lock = await issueLock(spec.name);
+	if (!lock) return { ...look, status: { ...look.status, state: "ordering" } };
+	try {
+		return await renewOneUnsafe(deps, spec, run);
+	} finally {
+		await lock.release().catch((e: unknown) => {
+			// It expires with the lease anyway; the next order only waits for that.
+			deps.log?.warn({ certificate: spec.name }, `issue lock not released: ${describeError(e)}`);
+		});
 	}
 }
 

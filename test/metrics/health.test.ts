@@ -79,6 +79,16 @@ describe("readiness (/readyz): configuration loaded and the last cycle observed 
 			unobserved: [],
 		},
 		{
+			name: "the latest cycle could not run (etcd unreachable), after one that observed everything",
+			h: {
+				...base,
+				last: report({ a: [true] }),
+				lastCycleError: "CLUSTER_UNAVAILABLE: etcd get failed",
+			},
+			ready: false,
+			unobserved: [],
+		},
+		{
 			name: "configuration not loaded",
 			h: { ...base, configLoaded: false, last: report({ a: [true] }) },
 			ready: false,

@@ -233,3 +233,74 @@ describe("renewal/manager", () => {
 		expect(serialOf(report)).not.toBe(serialOf(first));
 	});
 });
+
+describe("renewal/manager: the issue lock (one order per certificate across replicas)", () => {
+	/** Counts the orders that reach the issuer. */
+	function counting(issuer: Issuer): Issuer & { orders: () => number } {
+		let orders = 0;
+		return {
+			...issuer,
+			async issue(...args: Parameters<Issuer["issue"]>) {
+				orders++;
+				return issuer.issue(...args);
+			},
+			orders: () => orders,
+		};
+	}
+
+	it("orders nothing while another process holds the lock, and says an order is in flight", async () => {
+		const ca = counting(localCa());
+		let asked = 0;
+		const report = await cycle(
+			{
+				...deps(ca),
+				issueLock: async () => {
+					asked++;
+					return undefined;
+				},
+			},
+			t0,
+		);
+		expect(asked).toBe(1);
+		expect(ca.orders()).toBe(0);
+		expect(statusOf(report).state).toBe("ordering");
+		expect(report.certificates).toHaveLength(0);
+	});
+
+	it("decides again under the lock: an order another process completed meanwhile is not repeated", async () => {
+		const ca = counting(localCa());
+		// The other replica: its own manager over the same store, ordering while we wait for the lock.
+		const other = counting(localCa());
+		let released = 0;
+		const report = await cycle(
+			{
+				...deps(ca),
+				issueLock: async () => {
+					await runRenewal(deps(other), { now: t0, random: () => 0.5, signal });
+					return {
+						release: async () => {
+							released++;
+						},
+					};
+				},
+			},
+			t0,
+		);
+		expect(other.orders()).toBe(1);
+		expect(ca.orders()).toBe(0);
+		expect(released).toBe(1);
+		expect(serialOf(report)).toBe((await readCertificateRecord(store, "web"))!.value.history[0]!.serial);
+	});
+
+	it("orders under the lock when nobody else did, and releases it", async () => {
+		const ca = counting(localCa());
+		let released = 0;
+		const report = await cycle(
+			{ ...deps(ca), issueLock: async () => ({ release: async () => void released++ }) },
+			t0,
+		);
+		expect(ca.orders()).toBe(1);
+		expect(released).toBe(1);
+		expect(serialOf(report)).toBeDefined();
+	});
+});
