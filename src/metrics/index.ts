@@ -11,6 +11,7 @@ import {
 	type EndpointReport,
 	endpointFailures,
 } from "../reconcile/report.js";
+import { type ClusterView, registerClusterMetrics } from "./cluster.js";
 import { refsAfterCycle } from "./refs.js";
 
 export interface RenewalView {
@@ -30,6 +31,8 @@ export interface Metrics {
 	/** The configured interval (the daemon sets it at start and on reload), for the liveness alert. */
 	recordInterval(ms: number): void;
 	lastReport(): CycleReport | undefined;
+	/** In a cluster: where the cluster gauges read from (docs/cluster.md); called once at start. */
+	recordCluster(view: () => ClusterView | undefined): void;
 }
 
 const seconds = (iso: string | Date) => new Date(iso).getTime() / 1000;
@@ -39,6 +42,7 @@ export function createMetrics(): Metrics {
 	let last: CycleReport | undefined;
 	let renewals: readonly RenewalView[] = [];
 	let intervalSeconds: number | undefined;
+	let clusterView: (() => ClusterView | undefined) | undefined;
 	const lastSuccess = new Map<string, number>();
 	const key = (e: EndpointReport) => `${e.target}\u0000${e.endpoint}`;
 
@@ -315,6 +319,14 @@ export function createMetrics(): Metrics {
 		},
 		recordInterval(ms) {
 			intervalSeconds = ms / 1000;
+		},
+		recordCluster(view) {
+			if (clusterView) {
+				clusterView = view;
+				return;
+			}
+			clusterView = view;
+			registerClusterMetrics(registry, () => clusterView?.());
 		},
 		recordAcmeOrder(issuer, result) {
 			acmeOrders.inc({ issuer, result });

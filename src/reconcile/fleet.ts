@@ -31,6 +31,8 @@ export interface FleetOptions {
 	memory?: FleetMemory;
 	/** Sit out cycles after failures (the daemon). false: try every endpoint, still counting failures (`sync --once`). */
 	backoff?: boolean;
+	/** A cluster sharding endpoints: whether this replica runs the endpoint this cycle (absent: every one). */
+	owns?: (endpoint: string) => boolean;
 	/** The target's `reloads` (docs/reloads.md); absent: never reload, nothing reported. */
 	reloads?: { maxPerHour: number };
 	now: () => Date;
@@ -113,8 +115,9 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
 			const limit = pLimit(options.concurrency ?? 16);
 			const memory = await remembered();
+			const owned = options.owns ? options.endpoints.filter((e) => options.owns!(e.name)) : options.endpoints;
 			const endpoints = await Promise.all(
-				options.endpoints.map((driver) =>
+				owned.map((driver) =>
 					limit(() =>
 						processOne(
 							driver,

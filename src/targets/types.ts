@@ -26,6 +26,11 @@ export interface TargetDeps {
 	backoff?: boolean;
 	/** The state directory, for what a target must remember across restarts (failed on_change hooks). */
 	stateDir?: string;
+	/**
+	 * A cluster sharding endpoints (docs/cluster.md): whether this replica pushes the endpoint now. Asked each
+	 * cycle, as members come and go; endpoints it does not own are left out of its cycle. Absent: all.
+	 */
+	owns?: (target: string, endpoint: string) => boolean;
 }
 
 /**

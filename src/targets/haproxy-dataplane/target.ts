@@ -32,6 +32,7 @@ export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps
 			},
 			...(deps.memory ? { memory: deps.memory(config.name) } : {}),
 			...(deps.backoff === false ? { backoff: false } : {}),
+			...(deps.owns ? { owns: (endpoint: string) => deps.owns!(config.name, endpoint) } : {}),
 			reloads: { maxPerHour: config.reloads.max_per_hour },
 			now: deps.now,
 		}),

@@ -26,6 +26,7 @@ export const runtimeTarget: TargetFactory<"haproxy-runtime"> = (config, deps) =>
 			},
 			...(deps.memory ? { memory: deps.memory(config.name) } : {}),
 			...(deps.backoff === false ? { backoff: false } : {}),
+			...(deps.owns ? { owns: (endpoint: string) => deps.owns!(config.name, endpoint) } : {}),
 			reloads: { maxPerHour: config.reloads.max_per_hour },
 			now: deps.now,
 		}),
