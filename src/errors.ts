@@ -46,6 +46,8 @@ export const ERROR_CODES = [
 	"RELOAD_FAILED",
 	"PROBE_FAILED",
 	"UPDATE_DROPS_NAMES",
+	/** never_downgrade: the live certificate expires later than the one to push; it is kept (docs/cluster.md). */
+	"UPDATE_WOULD_DOWNGRADE",
 	"REF_UNADDRESSABLE",
 	// files and state
 	"ATOMICDIR_BAD_NAME",

@@ -6,6 +6,7 @@ import { bundleNames } from "../certificates/bundle.js";
 import { chainMatches } from "../certificates/chain.js";
 import { droppedNames, nameSet, sameNameSet } from "../certificates/names.js";
 import type { Bundle, CertificateInfo } from "../certificates/types.js";
+import { downgradeRefusal } from "./downgrade.js";
 import type {
 	DesiredCertificate,
 	ObservedCrtList,
@@ -20,7 +21,7 @@ export type Verdict =
 	| { class: "in-sync"; ref: string; certificate: string }
 	| { class: "stale"; ref: string; certificate: string; sides: Side[]; missingSides: Side[] }
 	| { class: "missing"; ref: string; certificate: string }
-	| { class: "refused"; ref: string; certificate: string; why: string }
+	| { class: "refused"; ref: string; certificate: string; code: RefusalCode; why: string }
 	| {
 			class: "legacy-duplicate";
 			ref: string;
@@ -73,6 +74,9 @@ export type Verdict =
 
 export type VerdictClass = Verdict["class"];
 
+/** Why an update of a ref is refused: it would drop served names, or replace a certificate that expires later. */
+export type RefusalCode = "UPDATE_DROPS_NAMES" | "UPDATE_WOULD_DOWNGRADE";
+
 /** Lines an operator has to remove from a crt-list file the target cannot edit itself. */
 export interface PendingCrtListChange {
 	file: string;
@@ -84,6 +88,8 @@ export interface DuplicatePolicy {
 	legacyDuplicates: "remove" | "report";
 	/** Push a certificate even when it would stop covering a name the current one covers. */
 	allowNameRemoval: boolean;
+	/** Never replace a live certificate that expires later (downgrade.ts); the engine sets it in cluster mode. */
+	neverDowngrade?: boolean;
 }
 
 export interface ClassifyInput {
@@ -178,6 +184,14 @@ function classifyCanonical(
 	const stale = staleSidesOf(observed, desired.bundle);
 	const missingSides: Side[] = (["storage", "runtime"] as const).filter((s) => observed[s] === undefined);
 	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
+	const downgrade = policy.neverDowngrade
+		? downgradeRefusal(
+				stale.map((side) => observed[side]),
+				desired.bundle.leaf,
+			)
+		: undefined;
+	if (downgrade !== undefined)
+		return { class: "refused", ref, certificate, code: "UPDATE_WOULD_DOWNGRADE", why: downgrade };
 	if (!policy.allowNameRemoval) {
 		const dropped = droppedNames(refNames(observed), bundleNames(desired.bundle));
 		if (dropped.length > 0 && stale.length > 0) {
@@ -185,6 +199,7 @@ function classifyCanonical(
 				class: "refused",
 				ref,
 				certificate,
+				code: "UPDATE_DROPS_NAMES",
 				why: `the new certificate would stop covering ${dropped.join(", ")}, which ${ref} covers now (set allow_name_removal to push it)`,
 			};
 		}

@@ -1,6 +1,6 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
 import type { ErrorView } from "../errors.js";
-import type { Verdict } from "./classify.js";
+import type { RefusalCode, Verdict } from "./classify.js";
 import type { Action, ActionOp, RenewalState, RenewalView } from "./model.js";
 import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "./reload-budget.js";
 import type { ServingAfter } from "./serving.js";
@@ -187,6 +187,13 @@ const DEFAULT_HINT = {
 	write: "see the endpoint's log; the write is retried next cycle",
 } as const;
 
+const REFUSAL_HINT: Record<RefusalCode, string> = {
+	UPDATE_DROPS_NAMES:
+		"check the new certificate's names; set allow_name_removal: true on the target to push it anyway",
+	UPDATE_WOULD_DOWNGRADE:
+		"a certificate that expires later is live on this ref (another member or an operator pushed it): a member whose store lags catches up by itself; if the live one is wrong, replace it by hand (docs/cluster.md, Never downgrade)",
+};
+
 const BLOCKED_RENEWALS: ReadonlySet<RenewalState> = new Set(["failing", "backing-off", "capped"]);
 
 /** Every failure of an endpoint, in the order an operator would fix them. */
@@ -220,9 +227,9 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			subject: `${at} ${v.ref}`,
 			...base,
 			certificate: v.certificate,
-			code: "UPDATE_DROPS_NAMES",
+			code: v.code,
 			message: `${v.ref}: ${v.why}`,
-			hint: "check the new certificate's names; set allow_name_removal: true on the target to push it anyway",
+			hint: REFUSAL_HINT[v.code],
 		});
 	}
 	const breaker = e.reloads?.breaker;

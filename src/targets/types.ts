@@ -31,6 +31,12 @@ export interface TargetDeps {
 	 * cycle, as members come and go; endpoints it does not own are left out of its cycle. Absent: all.
 	 */
 	owns?: (target: string, endpoint: string) => boolean;
+	/**
+	 * Never replace a live certificate that expires later than the one to push (UPDATE_WOULD_DOWNGRADE,
+	 * reconcile/downgrade.ts). Default false: a single process may roll back on purpose; the engine sets it
+	 * in cluster mode, where a lagging or deposed member could push an older certificate.
+	 */
+	neverDowngrade?: boolean;
 }
 
 /**

@@ -583,3 +583,58 @@ describe("reconcile/classify + plan", () => {
 		expect(r.ops).toEqual([]);
 	});
 });
+
+// Both HAProxy kinds plan through classify + plan: one table covers haproxy-runtime and haproxy-dataplane.
+describe("reconcile/classify + plan: never downgrade", () => {
+	/** Days after the desired certificate's expiry (negative: before). */
+	const live = (days: number): RefMeta => ({
+		...oldMeta(keeper.names, "0A0A"),
+		notAfter: new Date(keeper.bundle.leaf.notAfter.getTime() + days * 86_400_000),
+	});
+	const on: DuplicatePolicy = { ...removePolicy, neverDowngrade: true };
+	const pushed = ["storage-replace barsone.pem", "runtime-set barsone.pem"];
+
+	it.each<[string, { storage?: number; runtime?: number }, boolean, string, string[]]>([
+		["a newer live certificate, option on", { storage: 30, runtime: 30 }, true, "refused", []],
+		[
+			"a newer live certificate, option off (default: a rollback on purpose)",
+			{ storage: 30, runtime: 30 },
+			false,
+			"stale",
+			pushed,
+		],
+		[
+			"an older live certificate, option on: a renewal is pushed",
+			{ storage: -30, runtime: -30 },
+			true,
+			"stale",
+			pushed,
+		],
+		[
+			"only storage newer (another writer's file, not live yet), option on",
+			{ storage: 1, runtime: -30 },
+			true,
+			"refused",
+			[],
+		],
+		["only runtime newer, option on", { storage: -30, runtime: 1 }, true, "refused", []],
+		["a newer certificate in storage only, none in runtime, option on", { storage: 30 }, true, "refused", []],
+	])("%s: %s", (_, days, neverDowngrade, verdict, ops) => {
+		const sides = {
+			...(days.storage === undefined ? {} : { storage: live(days.storage) }),
+			...(days.runtime === undefined ? {} : { runtime: live(days.runtime) }),
+		};
+		const r = run([ref("barsone.pem", sides)], { policy: neverDowngrade ? on : removePolicy });
+		expect(r.classes["barsone.pem"]).toBe(verdict);
+		expect(r.ops).toEqual(ops);
+		if (verdict === "refused") expect(r.verdicts[0]).toMatchObject({ code: "UPDATE_WOULD_DOWNGRADE" });
+	});
+
+	it("checked before the names: a newer certificate with more names is kept as newer, not as names dropped", () => {
+		const newer = { ...live(30), names: [...keeper.names, "extra.barsone.test"].sort() };
+		const r = run([ref("barsone.pem", { storage: newer, runtime: newer })], { policy: on });
+		expect(r.verdicts[0]).toMatchObject({ class: "refused", code: "UPDATE_WOULD_DOWNGRADE" });
+		const off = run([ref("barsone.pem", { storage: newer, runtime: newer })]);
+		expect(off.verdicts[0]).toMatchObject({ class: "refused", code: "UPDATE_DROPS_NAMES" });
+	});
+});

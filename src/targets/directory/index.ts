@@ -17,9 +17,10 @@ import {
 } from "../../atomicdir/index.js";
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { selectCertificates } from "../../reconcile/cycle.js";
-import type { ActionResult, DesiredCertificate, DirectoryAction } from "../../reconcile/model.js";
+import { leafMeta } from "../../reconcile/leaf-meta.js";
+import type { ActionResult, DesiredCertificate, DirectoryAction, RefMeta } from "../../reconcile/model.js";
 import { runHook } from "./hook.js";
-import { type FileSet, fileSetFor, setDirectory } from "./layouts.js";
+import { type FileSet, fileSetFor, leafFileOf, setDirectory } from "./layouts.js";
 import { resolveOwner } from "./owner.js";
 import { type PendingHooks, pendingHooksInMemory } from "./pending-hooks.js";
 import type { DirectoryTargetConfig } from "./schema.js";
@@ -36,6 +37,8 @@ export type ObservedSet =
 			differences: string[];
 			/** on_change has not succeeded since the files last changed: it is run again. */
 			hookPending: boolean;
+			/** What the set's certificate file holds now, when it differs and can be read (never downgrade). */
+			live?: RefMeta;
 	  }
 	| { certificate: string; path: string; ok: false; error: CertificateeError };
 
@@ -98,10 +101,18 @@ async function observeSet(
 		const differences =
 			set.kind === "file" ? diffFile(set.path, set.file, owner) : await diffSet(config, set, owner);
 		const hookPending = config.on_change !== undefined && (await pending.has(set.certificate));
-		return { ...base, ok: true, differences, hookPending };
+		const live = differences.length > 0 ? await liveCertificate(set) : undefined;
+		return { ...base, ok: true, differences, hookPending, ...(live ? { live } : {}) };
 	} catch (e) {
 		return { ...base, ok: false, error: asError(e, set.path) };
 	}
+}
+
+/** The leaf the set's files hold now; undefined when there is none to read (a new set, a file that is no PEM). */
+async function liveCertificate(set: FileSet): Promise<RefMeta | undefined> {
+	const pem = await readFile(leafFileOf(set), "utf8").catch(() => undefined);
+	const meta = pem === undefined ? {} : leafMeta(pem);
+	return meta.notAfter === undefined ? undefined : meta;
 }
 
 async function diffSet(config: DirectoryTargetConfig, set: FileSet & { kind: "directory" }, owner?: Owner) {

@@ -57,6 +57,12 @@ export function fileSetFor(cert: DesiredCertificate, config: LayoutConfig, caPem
 	}
 }
 
+/** The file of a set whose first certificate is its leaf: what the set serves now, read back to compare. */
+export function leafFileOf(set: FileSet): string {
+	if (set.kind === "file") return set.path;
+	return join(set.path, "tls.crt" in set.files ? "tls.crt" : "cert.pem");
+}
+
 /** `path` itself when the target lists exactly one certificate, else `<path>/<name>`. */
 export function setDirectory(name: string, config: Pick<LayoutConfig, "path" | "certificates">): string {
 	return config.certificates?.length === 1 ? config.path : join(config.path, name);

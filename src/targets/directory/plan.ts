@@ -1,20 +1,32 @@
 /**
- * The directory target's decisions, pure: each observed set classified (in-sync, missing, stale), and the
- * writes that bring it in sync: publish the set, then run on_change (configured); a set in sync whose
- * on_change has not succeeded since its files changed gets on_change alone.
+ * The directory target's decisions, pure: each observed set classified (in-sync, missing, stale, refused),
+ * and the writes that bring it in sync: publish the set, then run on_change (configured); a set in sync whose
+ * on_change has not succeeded since its files changed gets on_change alone. With never-downgrade, a set whose
+ * file holds a certificate that expires later than the desired one is refused: nothing is written.
  */
 import type { Verdict } from "../../reconcile/classify.js";
+import { downgradeRefusal } from "../../reconcile/downgrade.js";
 import type { DesiredCertificate, DirectoryAction } from "../../reconcile/model.js";
 import type { PlannedStep } from "../../reconcile/plan.js";
 import type { ObservedSet } from "./index.js";
 
 type Observed = Extract<ObservedSet, { ok: true }>;
 
+export type SetVerdict = Extract<Verdict, { class: "in-sync" | "stale" | "missing" | "refused" }>;
+
 /** "target does not exist" is what atomicdir says of a set with no files yet. */
-export function classifySet(set: Observed): Extract<Verdict, { class: "in-sync" | "stale" | "missing" }> {
+export function classifySet(
+	set: Observed,
+	desired: DesiredCertificate | undefined,
+	neverDowngrade = false,
+): SetVerdict {
 	const base = { ref: set.path, certificate: set.certificate };
 	if (set.differences.length === 0) return { class: "in-sync", ...base };
 	if (set.differences.includes("target does not exist")) return { class: "missing", ...base };
+	const downgrade =
+		neverDowngrade && desired !== undefined ? downgradeRefusal([set.live], desired.bundle.leaf) : undefined;
+	if (downgrade !== undefined)
+		return { class: "refused", ...base, code: "UPDATE_WOULD_DOWNGRADE", why: downgrade };
 	return { class: "stale", ...base, sides: ["storage"], missingSides: [] };
 }
 
@@ -22,17 +34,18 @@ export function classifySet(set: Observed): Extract<Verdict, { class: "in-sync" 
 export function planSet(
 	set: ObservedSet,
 	desired: ReadonlyMap<string, DesiredCertificate>,
-	onChange: boolean,
+	options: { onChange: boolean; neverDowngrade?: boolean },
 ): PlannedStep<DirectoryAction>[] {
 	const certificate = desired.get(set.certificate);
 	if (!set.ok || certificate === undefined) return [];
+	if (classifySet(set, certificate, options.neverDowngrade).class === "refused") return [];
 	const ref = set.path;
 	const hook = (why: string): PlannedStep<DirectoryAction> => ({
 		action: { op: "on-change", ref, certificate: set.certificate },
 		why,
 	});
 	if (set.differences.length === 0) {
-		return set.hookPending && onChange
+		return set.hookPending && options.onChange
 			? [hook("retrying: it has not succeeded since the files changed")]
 			: [];
 	}
@@ -40,5 +53,5 @@ export function planSet(
 		action: { op: "directory-write", ref, certificate: set.certificate, bundle: certificate.bundle },
 		why: set.differences.join("; "),
 	};
-	return onChange ? [write, hook("files changed")] : [write];
+	return options.onChange ? [write, hook("files changed")] : [write];
 }

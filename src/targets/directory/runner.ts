@@ -14,7 +14,7 @@ import {
 	type DirectoryTargetOptions,
 	type ObservedSet,
 } from "./index.js";
-import { classifySet, planSet } from "./plan.js";
+import { classifySet, planSet, type SetVerdict } from "./plan.js";
 import type { DirectoryTargetConfig } from "./schema.js";
 
 /** A step of the report, with the write it stands for (none: the set could not be observed). */
@@ -28,7 +28,9 @@ export function createDirectoryRunner(
 	config: DirectoryTargetConfig,
 	options: DirectoryTargetOptions = {},
 	now: () => Date = () => new Date(),
+	policy: { neverDowngrade?: boolean } = {},
 ): TargetRunner {
+	const neverDowngrade = policy.neverDowngrade === true;
 	const driver = createDirectoryDriver(config, options);
 	return {
 		name: config.name,
@@ -37,9 +39,11 @@ export function createDirectoryRunner(
 			const started = now().getTime();
 			const observation = await driver.observe(desired, signal);
 			const byName = new Map(desired.map((d) => [d.name, d]));
-			const entries = observation.sets.flatMap((set) => entriesOf(set, byName, config));
+			const entries = observation.sets.flatMap((set) => entriesOf(set, byName, config, neverDowngrade));
 			if (mode === "sync") await applyInOrder(driver, entries, signal);
-			const inSync = observation.sets.flatMap((set) => settled(set, entries, mode));
+			const inSync = observation.sets.flatMap((set) =>
+				settled(set, byName.get(set.certificate), entries, { mode, neverDowngrade }),
+			);
 			const endpoint = {
 				...emptyEndpointReport(config.name, observation.endpoint),
 				verdicts: inSync,
@@ -57,6 +61,7 @@ function entriesOf(
 	set: ObservedSet,
 	desired: ReadonlyMap<string, DesiredCertificate>,
 	config: DirectoryTargetConfig,
+	neverDowngrade: boolean,
 ): Entry[] {
 	if (!set.ok) {
 		const serial = desired.get(set.certificate)?.bundle.leaf.serial;
@@ -71,7 +76,8 @@ function entriesOf(
 		};
 		return [{ set, view }];
 	}
-	return planSet(set, desired, config.on_change !== undefined).map((s: PlannedStep<DirectoryAction>) => ({
+	const options = { onChange: config.on_change !== undefined, neverDowngrade };
+	return planSet(set, desired, options).map((s: PlannedStep<DirectoryAction>) => ({
 		set,
 		view: viewAction(s.action, s.why),
 		action: s.action,
@@ -98,16 +104,17 @@ async function applyInOrder(driver: DirectoryDriver, entries: Entry[], signal: A
 
 /**
  * The verdict of each set once the cycle is done: plan, as observed; sync, in-sync once its write succeeded
- * (or none was needed). A set not written has none (its failed step says why).
+ * (or none was needed); a refused set stays refused. A set not written has none (its failed step says why).
  */
 function settled(
 	set: ObservedSet,
+	desired: DesiredCertificate | undefined,
 	entries: readonly Entry[],
-	mode: "plan" | "sync",
-): ReturnType<typeof classifySet>[] {
+	how: { mode: "plan" | "sync"; neverDowngrade: boolean },
+): SetVerdict[] {
 	if (!set.ok) return [];
-	const verdict = classifySet(set);
-	if (mode === "plan") return [verdict];
+	const verdict = classifySet(set, desired, how.neverDowngrade);
+	if (how.mode === "plan" || verdict.class === "refused") return [verdict];
 	const write = entries.find((e) => e.set === set && e.view.op === "directory-write");
 	if (write !== undefined && write.view.result !== "ok") return [];
 	return [{ class: "in-sync", ref: set.path, certificate: set.certificate }];

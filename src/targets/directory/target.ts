@@ -8,6 +8,7 @@ export const directoryTarget: TargetFactory<"directory"> = (config, deps) => ({
 		config,
 		deps.stateDir && !deps.readOnly ? { pendingHooks: pendingHooksIn(deps.stateDir, config.name) } : {},
 		deps.now,
+		deps.neverDowngrade ? { neverDowngrade: true } : {},
 	),
 	close: async () => {},
 });

@@ -21,7 +21,11 @@ export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps
 			name: config.name,
 			kind: config.type,
 			endpoints,
-			policy: { legacyDuplicates: config.legacy_duplicates, allowNameRemoval: config.allow_name_removal },
+			policy: {
+				legacyDuplicates: config.legacy_duplicates,
+				allowNameRemoval: config.allow_name_removal,
+				...(deps.neverDowngrade ? { neverDowngrade: true } : {}),
+			},
 			storageDir: storageDirName(config.storage_dir),
 			...(config.crt_list ? { newCertificateCrtList: config.crt_list } : {}),
 			...(config.certificates ? { certificates: config.certificates } : {}),

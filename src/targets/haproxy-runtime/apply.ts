@@ -2,10 +2,12 @@
  * apply() of a haproxy-runtime endpoint: one HaproxyAction, performed on the files in crt_dir, a crt-list file or
  * HAProxy's memory, and reported as a value (never thrown). Nothing here reloads HAProxy.
  */
+
 import { readFile } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { type Bundle, checkBundle, combinedPem, commonName } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
+import { leafMeta } from "../../reconcile/leaf-meta.js";
 import type { ActionResult, HaproxyAction } from "../../reconcile/model.js";
 import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
 import { appendLine, linesMaybeNaming, removeCertificateLines } from "../haproxy/crt-list.js";
@@ -14,7 +16,7 @@ import { endpointError, type RuntimeContext } from "./context.js";
 import { editCrtListFile } from "./crt-list-files.js";
 import { servedNames } from "./observe.js";
 import type { CertDetail } from "./parse.js";
-import { chainNames, leafMeta, refPath, removeFile, writeAtomic } from "./storage.js";
+import { chainNames, refPath, removeFile, writeAtomic } from "./storage.js";
 import { addCertificate, updateCertificate } from "./transaction.js";
 
 type ActionOf<Op extends HaproxyAction["op"]> = Extract<HaproxyAction, { op: Op }>;

@@ -6,8 +6,9 @@
 import { randomBytes, X509Certificate } from "node:crypto";
 import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { chainFingerprints, commonName, describeCertificate } from "../../certificates/index.js";
+import { commonName } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
+import { leafMeta } from "../../reconcile/leaf-meta.js";
 import type { RefMeta } from "../../reconcile/model.js";
 
 // HAProxy's `crt <dir>` skips these companions; so do we.
@@ -41,27 +42,6 @@ export async function readCrtDir(dir: string, cache: CrtDirCache = new Map()): P
 	);
 	for (const ref of cache.keys()) if (!refs.has(ref)) cache.delete(ref);
 	return refs;
-}
-
-/** The leaf is the first certificate of a combined PEM (HAProxy's rule too); the others are its chain. */
-export function leafMeta(pem: string): RefMeta {
-	const blocks = pem.match(/-----BEGIN CERTIFICATE-----\r?\n[\s\S]*?-----END CERTIFICATE-----/g);
-	if (!blocks?.[0]) return {};
-	try {
-		const [info, ...chain] = blocks.map((b) => describeCertificate(new X509Certificate(b)));
-		if (info === undefined) return {};
-		return {
-			serial: info.serial,
-			sha1: info.sha1,
-			fingerprint: info.fingerprint,
-			notAfter: info.notAfter,
-			names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
-			keyType: info.keyType,
-			chain: chainFingerprints(chain),
-		};
-	} catch {
-		return {};
-	}
 }
 
 /** The intermediates of a combined PEM as HAProxy lists them (subject and issuer CNs), leaf excluded. */

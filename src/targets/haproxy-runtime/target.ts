@@ -16,7 +16,11 @@ export const runtimeTarget: TargetFactory<"haproxy-runtime"> = (config, deps) =>
 			name: config.name,
 			kind: config.type,
 			endpoints: [endpoint],
-			policy: { legacyDuplicates: config.legacy_duplicates, allowNameRemoval: config.allow_name_removal },
+			policy: {
+				legacyDuplicates: config.legacy_duplicates,
+				allowNameRemoval: config.allow_name_removal,
+				...(deps.neverDowngrade ? { neverDowngrade: true } : {}),
+			},
 			storageDir: dirName,
 			newCertificateCrtList: config.crt_list ?? dirName,
 			...(config.certificates ? { certificates: config.certificates } : {}),

@@ -325,3 +325,78 @@ describe("targets/directory/runner", () => {
 		expect(text(join(c.path, "alpha"))).toBe("not a directory");
 	});
 });
+
+describe("targets/directory: never downgrade (the set's file on disk is the live certificate)", () => {
+	let older: DesiredCertificate;
+	let newer: DesiredCertificate;
+	beforeAll(async () => {
+		const ca = await createTestCa("downgrade root");
+		const day = 86_400_000;
+		const issue = async (days: number) => {
+			const leaf = await issueTestLeaf(ca, {
+				names: ["gamma.example"],
+				notAfter: new Date(Date.now() + days * day),
+			});
+			const bundle = parseBundle({ combined: leaf.combinedPem }, { source: `gamma ${days}d` });
+			return { name: "gamma", names: ["gamma.example"], bundle, origin: "test" };
+		};
+		older = await issue(30);
+		newer = await issue(60);
+	});
+	const leafSerial = (c: DirectoryTargetConfig) => {
+		const file = {
+			"haproxy-pem": join(c.path, "gamma.pem"),
+			"kubernetes-tls": join(c.path, "gamma", "tls.crt"),
+			split: join(c.path, "gamma", "cert.pem"),
+		}[c.layout];
+		return new X509Certificate(text(file)).serialNumber.replace(/^0+/, "");
+	};
+	const serial = (d: DesiredCertificate) => d.bundle.leaf.serial.replace(/^0+/, "");
+	const runner = (c: DirectoryTargetConfig, neverDowngrade: boolean) =>
+		createDirectoryRunner(c, {}, () => new Date(), { neverDowngrade });
+	const cycle = async (
+		c: DirectoryTargetConfig,
+		want: DesiredCertificate,
+		how: "plan" | "sync",
+		neverDowngrade: boolean,
+	) => {
+		const report: TargetReport = await runner(c, neverDowngrade).run([want], how, signal);
+		return { e: report.endpoints[0] as EndpointReport, report };
+	};
+
+	it.each(["haproxy-pem", "kubernetes-tls", "split"] as const)(
+		"%s: an older certificate is not written over a newer one with the option on, and is with it off",
+		async (layout) => {
+			const c = config({ layout });
+			await cycle(c, newer, "sync", true);
+			expect(leafSerial(c)).toBe(serial(newer));
+
+			const planned = await cycle(c, older, "plan", true);
+			expect(classes(planned.e)).toEqual([["refused", "gamma"]]);
+			expect(planned.e.steps).toEqual([]);
+
+			const refused = await cycle(c, older, "sync", true);
+			expect(refused.e.steps).toEqual([]);
+			expect(refused.e.verdicts[0]).toMatchObject({ class: "refused", code: "UPDATE_WOULD_DOWNGRADE" });
+			const outcome = cycleOutcome({
+				mode: "sync",
+				startedAt: "",
+				durationMs: 0,
+				certificates: [],
+				sourceProblems: [],
+				targets: [refused.report],
+			});
+			expect(outcome.failures.map((f) => f.code)).toEqual(["UPDATE_WOULD_DOWNGRADE"]);
+			expect(leafSerial(c)).toBe(serial(newer));
+
+			const rolledBack = await cycle(c, older, "sync", false);
+			expect(steps(rolledBack.e)).toEqual([["directory-write", "gamma", "ok"]]);
+			expect(leafSerial(c)).toBe(serial(older));
+
+			// With the option on, a renewal (later expiry) is written as always.
+			const renewed = await cycle(c, newer, "sync", true);
+			expect(steps(renewed.e)).toEqual([["directory-write", "gamma", "ok"]]);
+			expect(leafSerial(c)).toBe(serial(newer));
+		},
+	);
+});
