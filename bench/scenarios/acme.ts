@@ -135,7 +135,7 @@ function count(dir: string, match: (name: string) => boolean): number {
 	return n;
 }
 
-async function certificatee(
+export async function certificatee(
 	pebble: PebbleHandle,
 	names: string[],
 	concurrency: number,

@@ -7,6 +7,7 @@
  */
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
+import { createSecureContext } from "node:tls";
 import acme from "acme-client";
 import pLimit from "p-limit";
 import { Agent } from "undici";
@@ -32,7 +33,14 @@ import { createCertificateKey } from "./keys.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
 import { createRfc2136Publisher, readTsigSecret } from "./rfc2136.js";
 import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
-import { acmeRequest, attachTransport, type TransportContext, type TransportOptions } from "./transport.js";
+import {
+	accountSigner,
+	attachSession,
+	type CaSession,
+	createCaSession,
+	type SessionHttpClient,
+} from "./session.js";
+import { acmeRequest, type TransportContext, type TransportOptions } from "./transport.js";
 
 export { type AccountStore, type StoredAccount, storedAccount } from "./account.js";
 export { ariCertId } from "./ari.js";
@@ -122,6 +130,9 @@ interface IssuerContext {
 	/** The issuer's own connection pool (trust from ca_file); closed with the issuer. */
 	agent: Agent;
 	transport: TransportOptions;
+	/** The directory and nonces shared by all of the issuer's operations. */
+	session: CaSession;
+	/** A client for one operation; its HTTP and signing go through the shared session (session.ts). */
 	newClient(key: Secret, accountUrl: string | undefined, ctx: TransportContext): acme.Client;
 }
 
@@ -163,13 +174,16 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 	const responder = http01Responder(config, deps, logger);
 	const http01Listen = responder?.address;
 	const solver = challengeSolver(config, responder, logger);
-	const agent = new Agent({ connect: ca ? { ca } : {}, keepAliveTimeout: 10_000 });
+	// One TLS context for every connection (tls.connect would build one per connection from `ca`).
+	const secureContext = createSecureContext(ca ? { ca } : {});
+	const agent = new Agent({ connect: { secureContext }, keepAliveTimeout: 10_000 });
 	const transport: TransportOptions = {
 		dispatcher: agent,
 		retries: config.http_retries,
 		requestTimeoutMs: 30_000,
 		retryDelayMs: 500,
 	};
+	const session = createCaSession(directoryUrl, transport);
 	const pollMs = config.poll_interval;
 	const newClient = (key: Secret, accountUrl: string | undefined, tctx: TransportContext): acme.Client => {
 		const client = new acme.Client({
@@ -181,7 +195,7 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 			backoffMax: pollMs * 10,
 			backoffAttempts: 30,
 		});
-		attachTransport(client, transport, tctx);
+		attachSession(client, session, accountSigner(key), eab, tctx);
 		return client;
 	};
 	return {
@@ -194,6 +208,7 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 		solver,
 		agent,
 		transport,
+		session,
 		newClient,
 	};
 }
@@ -394,13 +409,12 @@ async function finalizeAndDownload(
 
 /** The ARI certID of the certificate a new order replaces, when the CA supports ARI (RFC 9773 §5). */
 async function replacesId(
-	{ transport, directoryUrl }: IssuerContext,
+	{ session }: IssuerContext,
 	certPem: string,
 	ctx: TransportContext,
 ): Promise<string | undefined> {
 	try {
-		const dir = await acmeRequest(transport, ctx, directoryUrl, "get");
-		if (typeof (dir.data as { renewalInfo?: unknown } | null)?.renewalInfo !== "string") return undefined;
+		if (typeof (await session.directory(ctx)).renewalInfo !== "string") return undefined;
 		return ariCertId(certPem);
 	} catch {
 		return undefined; // advice only: the order goes ahead without it
@@ -495,10 +509,10 @@ async function rolloverAccountKey(
 		const oldClient = newClient(key, url, ctx);
 		const nextClient = newClient(nextKey, url, ctx);
 		// acme-client's updateAccountKey builds an HTTP client that bypasses our transport (trust, retries,
-		// timeouts), so the two JWS are built here with its own signing code instead.
-		const inner = internals(nextClient);
-		const keyChangeUrl = await inner.http.getResourceUrl("keyChange");
-		const body = inner.http.createSignedBody(keyChangeUrl, {
+		// timeouts), so the two JWS are built here with the session's signing code instead.
+		const next = internals(nextClient);
+		const keyChangeUrl = await next.http.getResourceUrl("keyChange");
+		const body = next.http.createSignedBody(keyChangeUrl, {
 			account: url,
 			oldKey: internals(oldClient).http.getJwk(),
 		});
@@ -519,15 +533,11 @@ async function rolloverAccountKey(
 }
 
 interface ClientInternals {
-	http: {
-		getResourceUrl(resource: string): Promise<string>;
-		createSignedBody(url: string, payload: object): object;
-		getJwk(): object;
-	};
+	http: SessionHttpClient;
 	api: { updateAccountKey(body: object): Promise<unknown> };
 }
 
-/** acme-client 5.4's HttpClient and AcmeApi, for keyChange (see rolloverKey). */
+/** The session client and acme-client 5.4's AcmeApi, for keyChange (see rolloverKey). */
 function internals(client: acme.Client): ClientInternals {
 	return client as unknown as ClientInternals;
 }

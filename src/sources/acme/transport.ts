@@ -3,13 +3,13 @@
  *
  * acme-client 5.4 sends every request through one module-global axios instance (`acme.axios`): its TLS
  * trust, its retry policy (5 attempts, 5-25 s apart, ~75 s before an unreachable or untrusted CA fails) and
- * its interceptors are shared by every client in the process. We replace the `request` method of each
- * client's internal HttpClient (the single place acme-client performs I/O; pinned at 5.4.0) with undici on
- * the issuer's own Agent, so each issuer has its own `ca_file`, its own short retry policy, cancellation
- * through the caller's AbortSignal, and a record of every ACME problem document the CA returned (acme-client
- * keeps only the detail text; operators need the problem type too). `acme.axios` is never touched.
+ * its interceptors are shared by every client in the process. Each client's internal HttpClient (the single
+ * place acme-client performs I/O; pinned at 5.4.0) is replaced (session.ts) by one that sends through
+ * acmeRequest: undici on the issuer's own Agent, so each issuer has its own `ca_file`, its own short retry
+ * policy, cancellation through the caller's AbortSignal, and a record of every ACME problem document the CA
+ * returned (acme-client keeps only the detail text; operators need the problem type too). `acme.axios` is
+ * never touched.
  */
-import type { Client } from "acme-client";
 import { type Dispatcher, request } from "undici";
 import { CertificateeError, describeError } from "../../errors.js";
 import { VERSION } from "../../version.js";
@@ -26,7 +26,7 @@ export interface AcmeProblem {
 }
 
 /** What acme-client's HttpClient.request returns (an axios response, reduced to what it reads). */
-interface AcmeHttpResponse {
+export interface AcmeHttpResponse {
 	status: number;
 	headers: Record<string, string>;
 	data: unknown;
@@ -217,19 +217,4 @@ export async function acmeRequest(
 		ctx.problems.push(...problemsIn(res.statusCode, contentType, data).map((p) => ({ ...p, url })));
 		return { status: res.statusCode, headers, data };
 	}
-}
-
-interface HttpClientInternals {
-	request(url: string, method: string, opts?: AcmeHttpOptions): Promise<AcmeHttpResponse>;
-}
-
-/** Routes all of `client`'s HTTP through acmeRequest with this context. */
-export function attachTransport(client: Client, options: TransportOptions, ctx: TransportContext): void {
-	const http = (client as unknown as { http?: HttpClientInternals }).http;
-	if (!http || typeof http.request !== "function") {
-		throw new CertificateeError("INTERNAL", "acme-client internals changed: no HttpClient.request to route", {
-			hint: "acme-client must be 5.4.x; see src/sources/acme/transport.ts",
-		});
-	}
-	http.request = (url, method, opts) => acmeRequest(options, ctx, url, method, opts);
 }

@@ -1,0 +1,143 @@
+/**
+ * What the orders of one issuer share (session.ts): one directory fetch, the nonces of earlier responses, one
+ * parsed account key. Against a real Pebble that rejects a share of good nonces as badNonce.
+ */
+import { createPublicKey, generateKeyPairSync, verify } from "node:crypto";
+import diagnostics from "node:diagnostics_channel";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Secret } from "../../../src/certificates/types.js";
+import { createAcmeIssuer } from "../../../src/sources/acme/index.js";
+import { accountSigner, createCaSession, SessionHttpClient } from "../../../src/sources/acme/session.js";
+import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
+import { stateAt } from "../../harness/state.js";
+import { expectValidIssue, pebbleConfig } from "./helpers.js";
+
+let pebble: PebbleHandle;
+let root: string;
+let stateDir: string;
+
+beforeAll(async () => {
+	pebble = await startPebble({ validation: "always-valid", nonceReject: 20 });
+	root = await pebble.root();
+	stateDir = await mkdtemp(path.join(tmpdir(), "certificatee-acme-session-"));
+});
+
+afterAll(async () => {
+	await pebble?.stop();
+	await rm(stateDir, { recursive: true, force: true });
+});
+
+interface Exchanges {
+	/** The requests sent to Pebble, as "METHOD path". */
+	sent: string[];
+	/** The HTTP status of each answer. */
+	statuses: number[];
+}
+
+/** The HTTP exchanges of this process with Pebble while `run` runs (undici's diagnostics channels). */
+async function exchangesDuring<T>(run: () => Promise<T>): Promise<{ result: T } & Exchanges> {
+	const origin = new URL(pebble.directoryUrl).origin;
+	const seen: Exchanges = { sent: [], statuses: [] };
+	type Message = {
+		request: { origin: string; method: string; path: string };
+		response?: { statusCode: number };
+	};
+	const onCreate = (message: unknown) => {
+		const { request } = message as Message;
+		if (String(request.origin) === origin) seen.sent.push(`${request.method} ${request.path}`);
+	};
+	const onHeaders = (message: unknown) => {
+		const { request, response } = message as Message;
+		if (String(request.origin) === origin && response) seen.statuses.push(response.statusCode);
+	};
+	diagnostics.subscribe("undici:request:create", onCreate);
+	diagnostics.subscribe("undici:request:headers", onHeaders);
+	try {
+		return { result: await run(), ...seen };
+	} finally {
+		diagnostics.unsubscribe("undici:request:create", onCreate);
+		diagnostics.unsubscribe("undici:request:headers", onHeaders);
+	}
+}
+
+describe("one issuer's orders share a CA session", () => {
+	it("12 concurrent orders all succeed through badNonce rejections, with one directory fetch and a nonce HEAD only while none is kept", async () => {
+		const concurrency = 4;
+		const issuer = createAcmeIssuer(pebbleConfig(pebble, { name: "shared", concurrency }), {
+			store: stateAt(stateDir),
+		});
+		try {
+			const names = Array.from({ length: 12 }, (_, i) => `s${i}.session.test`);
+			const {
+				result: issued,
+				sent,
+				statuses,
+			} = await exchangesDuring(() =>
+				Promise.all(
+					names.map((n) =>
+						issuer.issue(
+							{ certificate: n, domains: [n], keyType: "ecdsa-p256" },
+							AbortSignal.timeout(60_000),
+						),
+					),
+				),
+			);
+			for (const [i, n] of names.entries()) expectValidIssue(issued[i]!, root, [n]);
+			const directoryPath = new URL(pebble.directoryUrl).pathname;
+			expect(sent.filter((r) => r === `GET ${directoryPath}`)).toHaveLength(1);
+			const posts = sent.filter((r) => r.startsWith("POST ")).length;
+			const heads = sent.filter((r) => r.startsWith("HEAD ")).length;
+			// acme-client alone sends one HEAD newNonce before every POST; here only the account registration and
+			// the first requests of the first `concurrency` orders find no nonce kept (a badNonce carries a new one).
+			expect(posts).toBeGreaterThanOrEqual(12 * 6);
+			expect(heads).toBeLessThanOrEqual(concurrency + 1);
+			// Pebble really rejected nonces (400 badNonce; 20% of ~90 requests), and every order went through.
+			expect(statuses.filter((s) => s === 400).length).toBeGreaterThan(0);
+		} finally {
+			await issuer.close();
+		}
+	});
+});
+
+describe("accountSigner", () => {
+	for (const type of ["ec-P-256", "ec-P-384", "rsa"] as const) {
+		it(`${type}: one parsed key per Secret, and its JWS signatures verify against the JWK it publishes`, async () => {
+			const { privateKey } =
+				type === "rsa"
+					? generateKeyPairSync("rsa", { modulusLength: 2048 })
+					: generateKeyPairSync("ec", { namedCurve: type.slice(3) });
+			const secret = new Secret(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
+			const signer = accountSigner(secret);
+			expect(accountSigner(secret)).toBe(signer);
+			expect(accountSigner(new Secret(secret.reveal()))).not.toBe(signer);
+			// JWK members in lexicographic order (RFC 7638 thumbprints hash this serialisation).
+			expect(Object.keys(signer.jwk)).toEqual(Object.keys(signer.jwk).sort());
+			expect(signer.alg).toBe({ "ec-P-256": "ES256", "ec-P-384": "ES384", rsa: "RS256" }[type]);
+
+			const session = createCaSession(pebble.directoryUrl, {
+				dispatcher: undefined as never,
+				retries: 0,
+				requestTimeoutMs: 1000,
+				retryDelayMs: 1,
+			});
+			const http = new SessionHttpClient(session, signer, undefined, {
+				signal: AbortSignal.timeout(1000),
+				problems: [],
+			});
+			const jws = http.createSignedBody("https://ca.test/new-order", { a: 1 }, { nonce: "n1", kid: "k" });
+			const header = JSON.parse(Buffer.from(jws.protected, "base64url").toString());
+			expect(header).toEqual({ alg: signer.alg, url: "https://ca.test/new-order", nonce: "n1", kid: "k" });
+			const publicKey = createPublicKey({ key: signer.jwk, format: "jwk" });
+			const ok = verify(
+				signer.hash,
+				Buffer.from(`${jws.protected}.${jws.payload}`),
+				{ key: publicKey, dsaEncoding: "ieee-p1363" },
+				Buffer.from(jws.signature!, "base64url"),
+			);
+			expect(ok).toBe(true);
+		});
+	}
+});
