@@ -1,5 +1,6 @@
 /** Human renderings of a cycle report: the plan and the status screen. The data is the report itself. */
 import { formatDuration } from "../base/duration.js";
+import type { ClusterView } from "../metrics/cluster.js";
 import { type StatusSummary, statusSummary } from "../metrics/status-view.js";
 import type { Verdict } from "../reconcile/classify.js";
 import type { ReloadsView } from "../reconcile/report.js";
@@ -259,4 +260,32 @@ export function reloadsLine(r: ReloadsView | undefined): string | undefined {
 	}
 	if (r.breaker) parts.push(`breaker OPEN since ${r.breaker.openedAt}: ${r.breaker.message}`);
 	return parts.join("; ");
+}
+
+/** `status` in a cluster: who leads, who is alive, and with sharding who pushes each endpoint. */
+export function renderCluster(view: ClusterView, style: Styler): string[] {
+	const leader = view.leader ?? "none (an election is under way, or etcd cannot be read)";
+	const out = [
+		"",
+		style.paint({ text: "CLUSTER", colour: "bold" }),
+		`leader: ${leader}`,
+		`members (${view.members.length}): ${view.members.join(", ") || "none registered"}${view.shardEndpoints ? "" : " (registered only with shard_endpoints)"}`,
+		view.shardEndpoints
+			? "endpoints: sharded over the live members"
+			: "endpoints: every member pushes every endpoint",
+	];
+	if (view.owners && view.owners.length > 0) {
+		out.push(
+			...renderTable(
+				["TARGET", "ENDPOINT", "PUSHED BY"],
+				view.owners.map((o) => [
+					o.target,
+					o.endpoint,
+					o.owner ? o.owner : { text: "nobody (no live member)", colour: "red" },
+				]),
+				style,
+			),
+		);
+	}
+	return out;
 }

@@ -8,6 +8,7 @@ import type { LoadedConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { describeError } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { ClusterView } from "../metrics/cluster.js";
 import type { LoopHealth } from "../metrics/health.js";
 import type { Metrics } from "../metrics/index.js";
 import { type HealthServer, startHealthServer } from "../metrics/server.js";
@@ -28,6 +29,8 @@ export interface Engine {
 	nextWake?(): Date | undefined;
 	/** Renewal status of every issued certificate, after the last cycle (for the status document). */
 	renewals?(): CertificateStatus[];
+	/** In a cluster: what this replica knows of it now (metrics, the fleet page, status.json). */
+	cluster?(): ClusterView;
 	/** Starts watches that wake the loop early (a source directory changed). */
 	watch?(wake: () => void): void;
 	close(): Promise<void>;
@@ -57,6 +60,8 @@ interface Running {
 	failures: FailureMemory;
 	/** What / and /status.json show: the last cycle, as `status --json` would print it. */
 	status?: StatusDocument;
+	/** Cycles in a row that could not run at all. */
+	failedCycles: number;
 }
 
 /** What ends a wait between cycles early: a stop (SIGTERM, SIGINT), a reload (SIGHUP), a source change. */
@@ -81,12 +86,10 @@ export async function runDaemon(options: DaemonOptions): Promise<void> {
 		while (!wakes.stop.aborted) {
 			await runOneCycle(running, wakes.stop, options, clock);
 			if (wakes.stop.aborted) break;
-			const delay = nextDelay(
-				running.loaded.config.interval,
-				running.engine.nextWake?.(),
-				clock.now(),
-				random(),
-			);
+			const delay = running.health.lastCycleError
+				? retryDelay(++running.failedCycles)
+				: nextDelay(running.loaded.config.interval, running.engine.nextWake?.(), clock.now(), random());
+			if (!running.health.lastCycleError) running.failedCycles = 0;
 			await wakes.wait(clock, delay);
 			if (wakes.takeReload()) await reload(running, options, wakes.wakeUp);
 		}
@@ -107,6 +110,14 @@ export function nextDelay(intervalMs: number, due: Date | undefined, now: number
 	return Math.max(1000, Math.min(intervalMs * (0.9 + 0.2 * random), untilDue));
 }
 
+/**
+ * After a cycle that could not run at all (etcd unreachable, ...): 1 s, 2 s, 4 s ... up to 30 s, not the interval,
+ * so the daemon is back within seconds of the cause going away.
+ */
+export function retryDelay(failedCycles: number): number {
+	return Math.min(30_000, 1000 * 2 ** Math.max(0, failedCycles - 1));
+}
+
 /** Loads the configuration, builds its engine and starts the metrics and health server. */
 async function start(options: DaemonOptions, clock: Clock) {
 	const { log, metrics } = options;
@@ -118,7 +129,9 @@ async function start(options: DaemonOptions, clock: Clock) {
 		configLoaded: true,
 	};
 	metrics.recordInterval(loaded.config.interval);
-	const running: Running = { loaded, engine, health, failures: new Map() };
+	const running: Running = { loaded, engine, health, failures: new Map(), failedCycles: 0 };
+	// Read through `running`, so a reloaded engine's cluster is the one shown.
+	metrics.recordCluster(() => running.engine.cluster?.());
 	let server: HealthServer;
 	try {
 		server = await startHealthServer(
@@ -185,7 +198,7 @@ async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonO
 		running.engine.afterCycle?.(report);
 		running.health.last = report;
 		running.health.lastCycleError = undefined;
-		running.status = statusDocument(report, running.engine.renewals?.() ?? []);
+		running.status = statusDocument(report, running.engine.renewals?.() ?? [], running.engine.cluster?.());
 		const tracked = trackFailures(
 			running.failures,
 			cycleFailures(report),

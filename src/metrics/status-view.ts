@@ -12,6 +12,7 @@ import {
 	type RenewalState,
 } from "../reconcile/report.js";
 import type { CertificateStatus } from "../renewal/manager.js";
+import type { ClusterView } from "./cluster.js";
 
 export interface TargetConvergence {
 	target: string;
@@ -178,8 +179,14 @@ export function statusSummary(report: CycleReport): StatusSummary {
 export type StatusDocument = Omit<CycleReport, "renewals"> & {
 	renewals: CertificateStatus[];
 	summary: StatusSummary;
+	/** In a cluster (docs/cluster.md): members, the leader, and with sharding who pushes each endpoint. */
+	cluster?: ClusterView;
 };
 
-export function statusDocument(report: CycleReport, renewals: CertificateStatus[]): StatusDocument {
-	return { ...report, renewals, summary: statusSummary(report) };
+export function statusDocument(
+	report: CycleReport,
+	renewals: CertificateStatus[],
+	cluster?: ClusterView,
+): StatusDocument {
+	return { ...report, renewals, summary: statusSummary(report), ...(cluster ? { cluster } : {}) };
 }

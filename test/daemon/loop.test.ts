@@ -118,6 +118,27 @@ describe("daemon/loop on fake time", () => {
 		await d.done;
 	});
 
+	it("retries a cycle that could not run at all after 1, 2, 4 s (not the interval), and goes back to the interval once one runs", async () => {
+		let failing = 3;
+		const d = start(() => config("1h"), {
+			load: async () => {
+				if (failing-- > 0) throw new CertificateeError("CLUSTER_UNAVAILABLE", "etcd get failed");
+				return { certificates: [], problems: [] };
+			},
+		});
+		const sleeps: number[] = [];
+		for (let i = 0; i < 4; i++) {
+			const s = await d.clock.nextSleep();
+			sleeps.push(s.ms);
+			d.clock.advance(s.ms);
+		}
+		expect(sleeps.slice(0, 3)).toEqual([1000, 2000, 4000]);
+		expect(sleeps[3]).toBe(60 * MIN);
+		expect(d.messages().filter((m) => m === "cycle failed")).toHaveLength(3);
+		d.signals.emit("SIGTERM");
+		await d.done;
+	});
+
 	it("wakes 1 s after a renewal falls due before the interval, and waits at least 1 s when one is already due", async () => {
 		const d = start(() => config("1h"), {
 			nextWake: () => (d.clock.now() === START ? new Date(START + 5 * MIN) : new Date(START)),
