@@ -9,15 +9,20 @@ import { LISTEN_ENV } from "../../src/config/load.js";
 import { createMetrics } from "../../src/metrics/index.js";
 
 const root = join(import.meta.dirname, "../..");
+// The cluster metrics are registered only in cluster mode (docs/cluster.md): ask for them as a member does.
+const metrics = createMetrics();
+metrics.recordCluster(() => undefined);
 const known = new Set(
-	createMetrics()
-		.registry.getMetricsAsArray()
+	metrics.registry
+		.getMetricsAsArray()
 		.flatMap((m) =>
 			String(m.type) === "histogram"
 				? [m.name, `${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`]
 				: [m.name],
 		),
 );
+/** The single process's unit, and the template of a cluster member (docs/cluster.md). */
+const UNITS = ["certificatee.service", "certificatee@.service"];
 const metricNames = (expr: string) => [...expr.matchAll(/\bcertificatee_[a-z_]+/g)].map((m) => m[0]);
 
 describe("deploy kit", () => {
@@ -37,6 +42,12 @@ describe("deploy kit", () => {
 				"CertificateeNotReady",
 				"CertificateeSourceProblems",
 				"CertificateeOrderFailing",
+				"CertificateeClusterNoLeader",
+				"CertificateeClusterSplitLeaders",
+				"CertificateeClusterMemberMissing",
+				"CertificateeClusterLeaseLost",
+				"CertificateeClusterWatchLagging",
+				"CertificateeClusterFencedWrites",
 			]),
 		);
 		for (const r of all) for (const m of metricNames(r.expr)) expect(known, `${r.alert}: ${m}`).toContain(m);
@@ -54,8 +65,8 @@ describe("deploy kit", () => {
 				for (const m of metricNames(t.expr)) expect(known, `${p.title}: ${m}`).toContain(m);
 	});
 
-	it("the systemd unit is hardened and runs as its own user", () => {
-		const unit = readFileSync(join(root, "deploy/systemd/certificatee.service"), "utf8");
+	it.each(UNITS)("the systemd unit %s is hardened and runs as its own user", (file) => {
+		const unit = readFileSync(join(root, "deploy/systemd", file), "utf8");
 		for (const line of [
 			"User=certificatee",
 			"ProtectSystem=strict",
@@ -67,41 +78,43 @@ describe("deploy kit", () => {
 		}
 	});
 
-	it("the unit tolerates missing paths, and its ExecStartPre validates the configuration only", () => {
-		const unit = readFileSync(join(root, "deploy/systemd/certificatee.service"), "utf8");
-		const paths = (key: string) =>
-			unit
-				.split("\n")
-				.filter((l) => l.startsWith(`${key}=`))
-				.flatMap((l) => l.slice(key.length + 1).split(/\s+/));
-		// The state directory is created by StateDirectory=; any other path may be missing on a given host.
-		for (const p of [...paths("ReadWritePaths"), ...paths("ReadOnlyPaths")].filter(
-			(p) => p !== "/var/lib/certificatee",
-		))
-			expect(p, `${p} needs a leading "-" or the unit fails with 226/NAMESPACE where it is missing`).toMatch(
-				/^-\//,
-			);
-		expect(paths("ReadWritePaths")).toContain("-/run/haproxy");
-		expect(unit).toMatch(/^ExecStartPre=\/usr\/bin\/certificatee validate --config-only$/m);
-	});
+	it.each(UNITS)(
+		"the unit %s tolerates missing paths, and its ExecStartPre validates the configuration only",
+		(file) => {
+			const unit = readFileSync(join(root, "deploy/systemd", file), "utf8");
+			const paths = (key: string) =>
+				unit
+					.split("\n")
+					.filter((l) => l.startsWith(`${key}=`))
+					.flatMap((l) => l.slice(key.length + 1).split(/\s+/));
+			// The state directory is created by StateDirectory=; any other path may be missing on a given host.
+			const state = `/var/lib/${paths("StateDirectory")[0]}`;
+			expect(paths("ReadWritePaths")).toContain(state);
+			for (const p of [...paths("ReadWritePaths"), ...paths("ReadOnlyPaths")].filter((p) => p !== state))
+				expect(
+					p,
+					`${p} needs a leading "-" or the unit fails with 226/NAMESPACE where it is missing`,
+				).toMatch(/^-\//);
+			expect(paths("ReadWritePaths")).toContain("-/run/haproxy");
+			expect(unit).toMatch(/^ExecStartPre=\/usr\/bin\/certificatee validate --config-only$/m);
+		},
+	);
 
 	const systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].find((p) => existsSync(p));
-	it.skipIf(systemdAnalyze === undefined)(
-		"systemd-analyze verify accepts the unit without a warning",
-		async () => {
+	it.skipIf(systemdAnalyze === undefined).each(UNITS)(
+		"systemd-analyze verify accepts the unit %s without a warning",
+		async (file) => {
 			// verify checks that ExecStart's binary exists: point it at a stand-in.
 			const dir = mkdtempSync(join(tmpdir(), "certificatee-unit-"));
 			const bin = join(dir, "certificatee");
 			writeFileSync(bin, "#!/bin/sh\n");
 			chmodSync(bin, 0o755);
-			const unit = join(dir, "certificatee.service");
 			writeFileSync(
-				unit,
-				readFileSync(join(root, "deploy/systemd/certificatee.service"), "utf8").replaceAll(
-					"/usr/bin/certificatee",
-					bin,
-				),
+				join(dir, file),
+				readFileSync(join(root, "deploy/systemd", file), "utf8").replaceAll("/usr/bin/certificatee", bin),
 			);
+			// A template is verified as one of its instances (its %i resolved).
+			const unit = join(dir, file.replace("@.", "@lb-ctl-1."));
 			const r = await promisify(execFile)(systemdAnalyze as string, ["verify", unit]).catch(
 				(e: { stdout: string; stderr: string; code: number }) => e,
 			);
@@ -110,6 +123,17 @@ describe("deploy kit", () => {
 			expect("code" in r ? r.code : 0).toBe(0);
 		},
 	);
+
+	it("the cluster unit names the member by its instance, keeps a state directory per member and hands over the key as a credential", () => {
+		const unit = readFileSync(join(root, "deploy/systemd/certificatee@.service"), "utf8");
+		expect(unit).toMatch(/^Environment=CERTIFICATEE_MEMBER=%i$/m);
+		expect(unit).toMatch(/^StateDirectory=certificatee\/%i$/m);
+		expect(unit).toMatch(/^LoadCredential=cluster\.key:\/etc\/certificatee\/cluster\.key$/m);
+		// docs/cluster.md's configuration refers to exactly these variables.
+		const doc = readFileSync(join(root, "docs/cluster.md"), "utf8");
+		for (const v of ["STATE_DIRECTORY", "CERTIFICATEE_MEMBER", "CREDENTIALS_DIRECTORY"])
+			expect(doc).toContain(`\${${v}}`);
+	});
 
 	it("the container image listens on every interface by default, through the variable the loader reads", () => {
 		const containerfile = readFileSync(join(root, "deploy/container/Containerfile"), "utf8");
