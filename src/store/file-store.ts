@@ -9,10 +9,10 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CertificateeError } from "../errors.js";
 import { isTempFile, removeTempFiles, writeFileAtomic } from "./atomic-file.js";
+import { stateKeySegments } from "./keys.js";
 import { acquireStateLock } from "./lock.js";
 import type { StateStore, Versioned } from "./types.js";
 
-const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const SUFFIX = ".json";
 /** Where issuers kept their own files before the store held their state (legacy.ts). */
 const LEGACY_FOLDERS = ["acme", "local-ca"];
@@ -26,13 +26,7 @@ export interface FileStore extends StateStore {
 }
 
 function keyPath(dir: string, key: string): string {
-	const segments = key.split("/");
-	if (segments.length === 0 || !segments.every((s) => SEGMENT.test(s) && !s.endsWith(SUFFIX))) {
-		throw new CertificateeError("INTERNAL", `invalid state key "${key}"`, {
-			context: { operation: "state key" },
-		});
-	}
-	return `${join(dir, ...segments)}${SUFFIX}`;
+	return `${join(dir, ...stateKeySegments(key, (s) => s.endsWith(SUFFIX)))}${SUFFIX}`;
 }
 
 async function readEntry(path: string, key: string): Promise<Versioned | undefined> {

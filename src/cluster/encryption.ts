@@ -1,0 +1,132 @@
+/**
+ * etcd is not a secret store: every value the cluster keeps there (certificates with their private keys, the ACME
+ * account key, the local CA's key) is sealed with AES-256-GCM under a key every member reads from
+ * `cluster.encryption_key_file` (or CERTIFICATEE_ENCRYPTION_KEY). The associated data is the record's state key,
+ * so a sealed value copied onto another key does not open.
+ */
+import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { CertificateeError } from "../errors.js";
+
+export const ENCRYPTION_KEY_ENV = "CERTIFICATEE_ENCRYPTION_KEY";
+export const ENCRYPTION_KEY_FIELD = "cluster.encryption_key_file";
+const KEY_BYTES = 32;
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
+const MAKE_KEY =
+	"head -c 32 /dev/urandom | base64 > /etc/certificatee/cluster.key; chmod 600 /etc/certificatee/cluster.key";
+
+/** What etcd holds for one record: `data` is the ciphertext followed by the 16-byte GCM tag. */
+export interface SealedValue {
+	v: 1;
+	alg: "A256GCM";
+	nonce: string;
+	data: string;
+}
+
+/** 32 bytes from their base64 or hex spelling (surrounding whitespace ignored); undefined otherwise. */
+export function parseEncryptionKey(text: string): Buffer | undefined {
+	const t = text.trim();
+	if (/^[0-9a-fA-F]{64}$/.test(t)) return Buffer.from(t, "hex");
+	if (/^[A-Za-z0-9+/_-]{43}=?$/.test(t)) {
+		const key = Buffer.from(t, t.includes("-") || t.includes("_") ? "base64url" : "base64");
+		if (key.length === KEY_BYTES) return key;
+	}
+	return undefined;
+}
+
+/**
+ * The cluster's encryption key from `path` (the `cluster.encryption_key_file` setting), else from the environment.
+ * Never puts the file's content in an error.
+ */
+export function loadEncryptionKey(path: string | undefined, env: NodeJS.ProcessEnv = process.env): Buffer {
+	const hint = `every member needs the same 32 random bytes, base64 or hex: ${MAKE_KEY}`;
+	if (path === undefined) {
+		const fromEnv = env[ENCRYPTION_KEY_ENV];
+		if (fromEnv === undefined || fromEnv === "") {
+			throw new CertificateeError(
+				"CONFIG_INVALID",
+				`${ENCRYPTION_KEY_FIELD} is required with cluster: (or set ${ENCRYPTION_KEY_ENV}): values in etcd are encrypted`,
+				{ context: { field: ENCRYPTION_KEY_FIELD }, hint },
+			);
+		}
+		const key = parseEncryptionKey(fromEnv);
+		if (key) return key;
+		throw new CertificateeError(
+			"CONFIG_INVALID",
+			`${ENCRYPTION_KEY_ENV} is not a 32-byte key in base64 or hex (${ENCRYPTION_KEY_FIELD} is not set)`,
+			{ context: { field: ENCRYPTION_KEY_FIELD }, hint },
+		);
+	}
+	let text: string;
+	try {
+		text = readFileSync(path, "utf8");
+	} catch (e) {
+		const reason = (e as NodeJS.ErrnoException).code ?? "unreadable";
+		throw new CertificateeError(
+			"CONFIG_SECRET_UNREADABLE",
+			`cannot read ${ENCRYPTION_KEY_FIELD} ${path} (${reason})`,
+			{
+				context: { file: path, field: ENCRYPTION_KEY_FIELD },
+				hint: `create it (${MAKE_KEY}), or fix its permissions so certificatee may read it`,
+			},
+		);
+	}
+	const key = parseEncryptionKey(text);
+	if (key) return key;
+	throw new CertificateeError(
+		"CONFIG_INVALID",
+		`${ENCRYPTION_KEY_FIELD} ${path} does not hold a 32-byte key in base64 or hex`,
+		{ context: { file: path, field: ENCRYPTION_KEY_FIELD }, hint },
+	);
+}
+
+function checkKey(key: Buffer): void {
+	if (key.length !== KEY_BYTES)
+		throw new CertificateeError(
+			"INTERNAL",
+			`the cluster encryption key has ${key.length} bytes, not ${KEY_BYTES}`,
+		);
+}
+
+/** `plaintext` sealed for the record `name` (the associated data), with a fresh random nonce. */
+export function seal(key: Buffer, name: string, plaintext: Buffer): SealedValue {
+	checkKey(key);
+	const nonce = randomBytes(NONCE_BYTES);
+	const cipher = createCipheriv("aes-256-gcm", key, nonce, { authTagLength: TAG_BYTES });
+	cipher.setAAD(Buffer.from(name, "utf8"));
+	const data = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
+	return { v: 1, alg: "A256GCM", nonce: nonce.toString("base64"), data: data.toString("base64") };
+}
+
+/**
+ * The plaintext of a sealed value, or undefined when it does not open: another key, another record name, or
+ * changed bytes (GCM says no more than that, and neither does this).
+ */
+export function open(key: Buffer, name: string, sealed: unknown): Buffer | undefined {
+	checkKey(key);
+	if (!isSealed(sealed)) return undefined;
+	const nonce = Buffer.from(sealed.nonce, "base64");
+	const data = Buffer.from(sealed.data, "base64");
+	if (nonce.length !== NONCE_BYTES || data.length < TAG_BYTES) return undefined;
+	try {
+		const decipher = createDecipheriv("aes-256-gcm", key, nonce, { authTagLength: TAG_BYTES });
+		decipher.setAAD(Buffer.from(name, "utf8"));
+		decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
+		return Buffer.concat([decipher.update(data.subarray(0, data.length - TAG_BYTES)), decipher.final()]);
+	} catch {
+		return undefined;
+	}
+}
+
+export function isSealed(value: unknown): value is SealedValue {
+	const v = value as Partial<SealedValue> | null;
+	return (
+		typeof v === "object" &&
+		v !== null &&
+		v.v === 1 &&
+		v.alg === "A256GCM" &&
+		typeof v.nonce === "string" &&
+		typeof v.data === "string"
+	);
+}
