@@ -25,6 +25,7 @@ export function resolvePaths(config: Config, baseDir: string): Config {
 	return {
 		...config,
 		state_dir: abs(baseDir, config.state_dir),
+		...(config.cluster === undefined ? {} : { cluster: clusterPaths(config.cluster, baseDir) }),
 		sources: config.sources.map((s) => {
 			switch (s.type) {
 				case "directory":
@@ -78,5 +79,24 @@ export function resolvePaths(config: Config, baseDir: string): Config {
 					return t;
 			}
 		}),
+	};
+}
+
+function clusterPaths(
+	cluster: NonNullable<Config["cluster"]>,
+	baseDir: string,
+): NonNullable<Config["cluster"]> {
+	const { ca_file, cert_file, key_file } = cluster.etcd;
+	return {
+		...cluster,
+		etcd: {
+			...cluster.etcd,
+			...(ca_file === undefined ? {} : { ca_file: abs(baseDir, ca_file) }),
+			...(cert_file === undefined ? {} : { cert_file: abs(baseDir, cert_file) }),
+			...(key_file === undefined ? {} : { key_file: abs(baseDir, key_file) }),
+		},
+		...(cluster.encryption_key_file === undefined
+			? {}
+			: { encryption_key_file: abs(baseDir, cluster.encryption_key_file) }),
 	};
 }

@@ -1,6 +1,7 @@
 /** The configuration file's schema: the top level here, each kind's options in its own folder. */
 import { z } from "zod";
 import { duration } from "../base/duration.js";
+import { clusterSchema } from "../cluster/schema.js";
 import { certificateSpecSchema, renewalSettingsSchema } from "../renewal/schema.js";
 import { acmeSourceSchema } from "../sources/acme/schema.js";
 import { directorySourceSchema } from "../sources/directory/schema.js";
@@ -37,6 +38,8 @@ export const configSchema = z.strictObject({
 	certificates: z.array(certificateSpecSchema).default([]),
 	renewal: renewalSettingsSchema.prefault({}),
 	targets: z.array(targetSchema).default([]),
+	/** Several members sharing state through etcd (docs/cluster.md); absent: one process, state in state_dir. */
+	cluster: clusterSchema.optional(),
 });
 export type Config = z.infer<typeof configSchema>;
 
