@@ -293,6 +293,22 @@ describe("cluster/etcd-store", () => {
 			await own.stop();
 		}
 	}, 60_000);
+
+	it("with one etcd member of three killed, nothing is lost and writes go on", async () => {
+		const three = await startEtcd({ members: 3 });
+		try {
+			const { store } = open({ endpoints: three.endpoints });
+			for (let i = 0; i < 5; i++) await store.put(`certificates/c${i}`, { i }, 0);
+			await three.kill(0);
+			for (let i = 0; i < 5; i++)
+				expect(await store.put(`certificates/c${i}`, { i, again: true }, 1)).toBe(2);
+			await store.put("certificates/new", {}, 0);
+			expect(await store.list("certificates/")).toHaveLength(6);
+			expect(await store.get("certificates/c4")).toEqual({ version: 2, value: { i: 4, again: true } });
+		} finally {
+			await three.stop();
+		}
+	}, 60_000);
 });
 
 interface Backend {
