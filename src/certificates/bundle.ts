@@ -7,6 +7,13 @@ import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { CertificateeError, type ErrorCode } from "../errors.js";
 import { commonName } from "./chain.js";
+import {
+	certificatePublicKey,
+	keyTypeAndSize,
+	type PublicKeyFacts,
+	privateKeyPublic,
+	samePublicKey,
+} from "./keys.js";
 import { normaliseName, normaliseSerial } from "./names.js";
 import { encodePem, type PemBlock, splitPem } from "./pem.js";
 import { type Bundle, type CertificateInfo, Secret } from "./types.js";
@@ -75,10 +82,8 @@ function blocksOf(data: string | Buffer, source: string): PemBlock[] {
 	}
 }
 
-export function describeCertificate(x: X509Certificate): CertificateInfo {
-	const key = x.publicKey;
-	const details = key.asymmetricKeyDetails ?? {};
-	const keyType = key.asymmetricKeyType;
+/** `spki`: the certificate's public key read from its DER (saves decoding it again), when the caller has it. */
+export function describeCertificate(x: X509Certificate, spki?: PublicKeyFacts): CertificateInfo {
 	const names = parseSubjectAltName(x.subjectAltName ?? "");
 	return {
 		fingerprint: x.fingerprint256.replace(/:/g, ""),
@@ -92,6 +97,16 @@ export function describeCertificate(x: X509Certificate): CertificateInfo {
 		issuer: x.issuer.replace(/\n/g, ", "),
 		subjectCn: commonName(x.subject),
 		issuerCn: commonName(x.issuer),
+		...(spki ? keyTypeAndSize(spki) : keyOf(x)),
+		isCa: x.ca,
+	};
+}
+
+function keyOf(x: X509Certificate): Pick<CertificateInfo, "keyType" | "keySize"> {
+	const key = x.publicKey;
+	const details = key.asymmetricKeyDetails ?? {};
+	const keyType = key.asymmetricKeyType;
+	return {
 		keyType:
 			keyType === "rsa" || keyType === "rsa-pss"
 				? "rsa"
@@ -99,7 +114,6 @@ export function describeCertificate(x: X509Certificate): CertificateInfo {
 					? keyType
 					: "other",
 		keySize: details.modulusLength ?? curveBits(details.namedCurve),
-		isCa: x.ca,
 	};
 }
 
@@ -136,6 +150,8 @@ export function parseSubjectAltName(san: string): { dns: string[]; ip: string[] 
 interface ParsedCert {
 	x509: X509Certificate;
 	der: Buffer;
+	/** Its public key read from the DER; undefined for kinds keys.ts does not read (OpenSSL compares those). */
+	spki: PublicKeyFacts | undefined;
 }
 
 function parseCertificates(blocks: PemBlock[], source: string): ParsedCert[] {
@@ -143,14 +159,22 @@ function parseCertificates(blocks: PemBlock[], source: string): ParsedCert[] {
 		.filter((b) => b.label === "CERTIFICATE")
 		.map((b, i) => {
 			try {
-				return { x509: new X509Certificate(b.der), der: b.der };
+				const x509 = new X509Certificate(b.der);
+				return { x509, der: b.der, spki: certificatePublicKey(b.der) };
 			} catch {
 				throw fail("BUNDLE_BAD_CERTIFICATE", source, `certificate #${i + 1} cannot be parsed (corrupt DER)`);
 			}
 		});
 }
 
-function parseKey(blocks: PemBlock[], source: string): { key: KeyObject; pem: string } {
+interface KeyBlock {
+	block: PemBlock;
+	pem: string;
+	/** Its public key, read from the DER (keys.ts); undefined when OpenSSL must decode it. */
+	facts: PublicKeyFacts | undefined;
+}
+
+function findKey(blocks: PemBlock[], source: string): KeyBlock {
 	if (
 		blocks.some((b) => b.label === "ENCRYPTED PRIVATE KEY" || b.headers.some((h) => /ENCRYPTED/i.test(h)))
 	) {
@@ -166,9 +190,13 @@ function parseKey(blocks: PemBlock[], source: string): { key: KeyObject; pem: st
 	if (keys.length > 1)
 		throw fail("BUNDLE_SEVERAL_KEYS", source, `${keys.length} private keys found; expected one`);
 	const block = keys[0] as PemBlock;
-	const pem = encodePem(block.label, block.der);
+	return { block, pem: encodePem(block.label, block.der), facts: privateKeyPublic(block.label, block.der) };
+}
+
+/** OpenSSL's decoding of the key: for the shapes keys.ts does not read, and whenever it found no match. */
+function decodeKey({ block, pem }: KeyBlock, source: string): KeyObject {
 	try {
-		return { key: createPrivateKey({ key: pem, format: "pem" }), pem };
+		return createPrivateKey({ key: pem, format: "pem" });
 	} catch {
 		throw fail(
 			"BUNDLE_BAD_KEY",
@@ -226,7 +254,11 @@ export function parseBundle(input: BundleInput, options: ParseOptions): Bundle {
 	if (unknown) throw fail("BUNDLE_NOT_PEM", source, `unexpected PEM block "${unknown.label}"`);
 	const certs = parseCertificates(blocks, source);
 	if (certs.length === 0) throw fail("BUNDLE_NO_CERTIFICATE", source, "no certificate found");
-	const { key, pem: keyPem } = parseKey(blocks, source);
+	const key = findKey(blocks, source);
+	// The match read from the DER; when there is none, OpenSSL decodes the key and gives the verdict as before.
+	const { facts } = key;
+	let leaf = facts ? certs.find((c) => c.spki !== undefined && samePublicKey(c.spki, facts)) : undefined;
+	const decoded = leaf ? undefined : decodeKey(key, source);
 
 	const leaves = certs.filter((c) => !c.x509.ca);
 	if (leaves.length > 1) {
@@ -236,7 +268,7 @@ export function parseBundle(input: BundleInput, options: ParseOptions): Bundle {
 			`${leaves.length} end-entity certificates found (${leaves.map((l) => l.x509.subject.replace(/\n/g, ", ")).join("; ")}); expected one leaf and its chain`,
 		);
 	}
-	const leaf = certs.find((c) => c.x509.checkPrivateKey(key));
+	if (decoded) leaf = certs.find((c) => c.x509.checkPrivateKey(decoded));
 	if (!leaf) {
 		const shown = (leaves[0] ?? certs[0]) as ParsedCert;
 		throw fail(
@@ -254,12 +286,12 @@ export function parseBundle(input: BundleInput, options: ParseOptions): Bundle {
 	const certPem = encodePem("CERTIFICATE", leaf.der);
 	const chainPem = chain.map((c) => encodePem("CERTIFICATE", c.der)).join("");
 	return {
-		leaf: describeCertificate(leaf.x509),
-		chain: chain.map((c) => describeCertificate(c.x509)),
+		leaf: describeCertificate(leaf.x509, leaf.spki),
+		chain: chain.map((c) => describeCertificate(c.x509, c.spki)),
 		certPem,
 		chainPem,
 		fullchainPem: certPem + chainPem,
-		key: new Secret(keyPem),
+		key: new Secret(key.pem),
 	};
 }
 

@@ -1,7 +1,6 @@
 /** What every command gets: parsed global options, a logger, the config loader and an output sink. */
 
 import { defaultConfigPath, type LoadedConfig, loadConfigFile } from "../config/load.js";
-import { CertificateeError } from "../errors.js";
 import { createLogger, type Logger } from "../log.js";
 
 export interface GlobalOptions {
@@ -28,10 +27,4 @@ export function createContext(options: GlobalOptions, env: NodeJS.ProcessEnv = p
 		out: (line) => process.stdout.write(`${line}\n`),
 		loadConfig: () => loadConfigFile(options.config ?? defaultConfigPath(env), env),
 	};
-}
-
-/** A human line for an error: message, then the hint. */
-export function formatError(e: unknown): string {
-	if (e instanceof CertificateeError) return e.hint ? `${e.message}\n  hint: ${e.hint}` : e.message;
-	return e instanceof Error ? e.message : String(e);
 }

@@ -1,15 +1,22 @@
 #!/usr/bin/env node
-import "reflect-metadata";
+/**
+ * The command line. Each command's module (and what it pulls in: the config schemas, the ACME client, the HTTP
+ * client, the targets) is imported when that command runs, so `--version`, `--help` and a bad flag answer at once.
+ */
 import { Command, CommanderError, Option } from "commander";
+import { CertificateeError } from "../errors.js";
 import { VERSION } from "../version.js";
-import { acmeRolloverCommand } from "./commands/acme.js";
-import { planCommand, statusCommand, syncCommand } from "./commands/cycle.js";
-import { caExportCommand, demoCommand } from "./commands/demo.js";
-import { renewCommand, revokeCommand } from "./commands/renew.js";
-import { runCommand } from "./commands/run.js";
-import { validateCommand } from "./commands/validate.js";
-import { type CommandContext, createContext, formatError, type GlobalOptions } from "./context.js";
+import type { CommandContext, GlobalOptions } from "./context.js";
 import { EXIT, ExitError } from "./exit.js";
+
+const load = {
+	acme: () => import("./commands/acme.js"),
+	cycle: () => import("./commands/cycle.js"),
+	demo: () => import("./commands/demo.js"),
+	renew: () => import("./commands/renew.js"),
+	run: () => import("./commands/run.js"),
+	validate: () => import("./commands/validate.js"),
+};
 
 type Action = (ctx: CommandContext, options: Record<string, unknown>) => Promise<void>;
 
@@ -44,7 +51,11 @@ export function buildProgram(
 		[
 			"validate",
 			"check the configuration and every source's certificates",
-			(ctx, o) => validateCommand(ctx, { configOnly: o.configOnly === true, online: o.online === true }),
+			async (ctx, o) =>
+				(await load.validate()).validateCommand(ctx, {
+					configOnly: o.configOnly === true,
+					online: o.online === true,
+				}),
 			(c) =>
 				c
 					.option(
@@ -59,32 +70,36 @@ export function buildProgram(
 		[
 			"plan",
 			"show what a sync would do, writing nothing (exit 2 when changes are pending)",
-			(ctx) => planCommand(ctx),
+			async (ctx) => (await load.cycle()).planCommand(ctx),
 			(c) => c,
 		],
 		[
 			"sync",
 			"run one full cycle and exit",
-			(ctx) => syncCommand(ctx),
+			async (ctx) => (await load.cycle()).syncCommand(ctx),
 			(c) => c.option("--once", "one cycle (the default)"),
 		],
 		[
 			"status",
 			"show every certificate, endpoint and ref, read live",
-			(ctx, o) => statusCommand(ctx, typeof o.endpoint === "string" ? { endpoint: o.endpoint } : {}),
+			async (ctx, o) =>
+				(await load.cycle()).statusCommand(
+					ctx,
+					typeof o.endpoint === "string" ? { endpoint: o.endpoint } : {},
+				),
 			(c) => c.option("--endpoint <name>", "per-endpoint detail"),
 		],
 		[
 			"run",
 			"run the daemon: a cycle every interval, metrics and health on listen",
-			(ctx) => runCommand(ctx),
+			async (ctx) => (await load.run()).runCommand(ctx),
 			(c) => c,
 		],
 		[
 			"demo",
 			"run on the embedded default: a local CA, a directory and (when installed) a real HAProxy on loopback",
-			(ctx, o) =>
-				demoCommand(ctx, {
+			async (ctx, o) =>
+				(await load.demo()).demoCommand(ctx, {
 					...(typeof o.stateDir === "string" ? { stateDir: o.stateDir } : {}),
 					...(typeof o.lifetime === "string" ? { lifetime: o.lifetime } : {}),
 				}),
@@ -107,7 +122,11 @@ export function buildProgram(
 		.option("--source <name>", "which local-ca source (default: the first)")
 		.action((opts: Record<string, unknown>) =>
 			run(
-				(ctx) => caExportCommand(ctx, typeof opts.source === "string" ? { source: opts.source } : {}),
+				async (ctx) =>
+					(await load.demo()).caExportCommand(
+						ctx,
+						typeof opts.source === "string" ? { source: opts.source } : {},
+					),
 				opts,
 			),
 		);
@@ -119,7 +138,11 @@ export function buildProgram(
 		.option("--source <name>", "which acme source (default: the first)")
 		.action((opts: Record<string, unknown>) =>
 			run(
-				(ctx) => acmeRolloverCommand(ctx, typeof opts.source === "string" ? { source: opts.source } : {}),
+				async (ctx) =>
+					(await load.acme()).acmeRolloverCommand(
+						ctx,
+						typeof opts.source === "string" ? { source: opts.source } : {},
+					),
 				opts,
 			),
 		);
@@ -129,7 +152,7 @@ export function buildProgram(
 		.argument("<name>", "the certificates[].name")
 		.option("--force", "order even while backing off or capped; clears both for this certificate")
 		.action((name: string, opts: Record<string, unknown>) =>
-			run((ctx) => renewCommand(ctx, name, { force: opts.force === true }), opts),
+			run(async (ctx) => (await load.renew()).renewCommand(ctx, name, { force: opts.force === true }), opts),
 		);
 	program
 		.command("revoke")
@@ -142,7 +165,12 @@ export function buildProgram(
 		)
 		.action((name: string, opts: Record<string, unknown>) =>
 			run(
-				(ctx) => revokeCommand(ctx, name, typeof opts.reason === "string" ? { reason: opts.reason } : {}),
+				async (ctx) =>
+					(await load.renew()).revokeCommand(
+						ctx,
+						name,
+						typeof opts.reason === "string" ? { reason: opts.reason } : {},
+					),
 				opts,
 			),
 		);
@@ -157,6 +185,7 @@ export function buildProgram(
 export async function main(argv: string[]): Promise<number> {
 	let exitCode: number = EXIT.ok;
 	const program = buildProgram(async (action, options) => {
+		const { createContext } = await import("./context.js");
 		const ctx = createContext(program.opts<GlobalOptions>());
 		await action(ctx, options);
 	});
@@ -174,6 +203,12 @@ export async function main(argv: string[]): Promise<number> {
 		}
 	}
 	return exitCode;
+}
+
+/** A human line for an error: message, then the hint. */
+function formatError(e: unknown): string {
+	if (e instanceof CertificateeError) return e.hint ? `${e.message}\n  hint: ${e.hint}` : e.message;
+	return e instanceof Error ? e.message : String(e);
 }
 
 const code = await main(process.argv);

@@ -41,7 +41,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	const targets: BuiltTarget[] = [];
 	let built: BuiltSources | undefined;
 	try {
-		built = buildSources(config.sources, {
+		built = await buildSources(config.sources, {
 			store,
 			clock: now,
 			challengeMaps: (names, map) => challengeMapNodes(config.targets, names, map),

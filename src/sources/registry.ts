@@ -2,39 +2,41 @@
  * Every source kind, by its config `type`. Adding a kind is one folder (schema.ts + index.ts), its schema in
  * the config's `sources` union (src/config/schema.ts) and one line here; a type without a line fails to compile.
  * Kinds that read ready-made certificates build a Source; kinds that make them (local-ca, acme) an Issuer.
+ * A kind's module is imported when a source of that kind is built: the ACME client and X.509 builder cost
+ * a CLI half a second of start-up, which `validate` of a directory source never needs.
  */
 import type { SourceConfig } from "../config/schema.js";
-import { createAcmeIssuer } from "./acme/index.js";
-import { createDirectorySource } from "./directory/index.js";
-import { createLocalCaIssuer } from "./local-ca/index.js";
 import type { BuiltSource, Issuer, Source, SourceDeps } from "./types.js";
 
 type Factory<K extends SourceConfig["type"]> = (
 	config: Extract<SourceConfig, { type: K }>,
 	deps: SourceDeps,
-) => BuiltSource;
+) => Promise<BuiltSource>;
 
 /** For kinds that hold nothing between calls (files are opened and closed per load or issue). */
 const holdsNothing = async () => {};
 
 export const sourceFactories = {
-	directory: (config, deps) => ({
-		role: "source",
-		source: createDirectorySource(config, deps.clock ? { clock: deps.clock } : {}),
-		close: holdsNothing,
-	}),
-	"local-ca": (config, deps) => ({
-		role: "issuer",
-		issuer: createLocalCaIssuer(config, deps),
-		close: holdsNothing,
-	}),
-	acme: (config, deps) => {
+	directory: async (config, deps) => {
+		const { createDirectorySource } = await import("./directory/index.js");
+		return {
+			role: "source",
+			source: createDirectorySource(config, deps.clock ? { clock: deps.clock } : {}),
+			close: holdsNothing,
+		};
+	},
+	"local-ca": async (config, deps) => {
+		const { createLocalCaIssuer } = await import("./local-ca/index.js");
+		return { role: "issuer", issuer: createLocalCaIssuer(config, deps), close: holdsNothing };
+	},
+	acme: async (config, deps) => {
+		const { createAcmeIssuer } = await import("./acme/index.js");
 		const issuer = createAcmeIssuer(config, deps);
 		return { role: "issuer", issuer, close: () => issuer.close() };
 	},
 } satisfies { [K in SourceConfig["type"]]: Factory<K> };
 
-export function buildSource(config: SourceConfig, deps: SourceDeps): BuiltSource {
+export function buildSource(config: SourceConfig, deps: SourceDeps): Promise<BuiltSource> {
 	const factory = sourceFactories[config.type] as Factory<SourceConfig["type"]>;
 	return factory(config as never, deps);
 }
@@ -49,7 +51,10 @@ export interface BuiltSources {
 }
 
 /** Builds every configured source; when one fails to build, those built before it are closed. */
-export function buildSources(configs: readonly SourceConfig[], deps: SourceDeps): BuiltSources {
+export async function buildSources(
+	configs: readonly SourceConfig[],
+	deps: SourceDeps,
+): Promise<BuiltSources> {
 	const built: BuiltSource[] = [];
 	const close = async () => {
 		const outcomes = await Promise.allSettled(built.splice(0).map((b) => b.close()));
@@ -57,7 +62,7 @@ export function buildSources(configs: readonly SourceConfig[], deps: SourceDeps)
 		if (failed) throw failed.reason;
 	};
 	try {
-		for (const config of configs) built.push(buildSource(config, deps));
+		for (const config of configs) built.push(await buildSource(config, deps));
 	} catch (e) {
 		// Nothing was used yet, so closing cannot lose work; the build error is the one to report.
 		void close().catch(() => undefined);

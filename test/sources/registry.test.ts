@@ -20,7 +20,7 @@ describe("sources/registry", () => {
 		try {
 			const dirConfig = sourceSchema.parse({ name: "d", type: "directory", path: "/etc/certs" });
 			expect(dirConfig).toEqual({ name: "d", type: "directory", path: "/etc/certs", debounce: 500 });
-			const built = buildSource(dirConfig, { store: stateAt(stateDir) });
+			const built = await buildSource(dirConfig, { store: stateAt(stateDir) });
 			expect(built.role === "source" && built.source.name).toBe("d");
 			const caConfig = sourceSchema.parse({ name: "c", type: "local-ca", lifetime: "90s" });
 			expect(caConfig).toMatchObject({
@@ -28,9 +28,9 @@ describe("sources/registry", () => {
 				lifetime: 90_000,
 				ca_common_name: "certificatee local CA",
 			});
-			const issuer = buildSource(caConfig, { store: stateAt(stateDir) });
+			const issuer = await buildSource(caConfig, { store: stateAt(stateDir) });
 			expect(issuer.role === "issuer" && issuer.issuer.name).toBe("c");
-			const all = buildSources([dirConfig, caConfig], { store: stateAt(stateDir) });
+			const all = await buildSources([dirConfig, caConfig], { store: stateAt(stateDir) });
 			expect(all.sources.map((s) => s.name)).toEqual(["d"]);
 			expect([...all.issuers.keys()]).toEqual(["c"]);
 		} finally {

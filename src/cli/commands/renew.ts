@@ -125,7 +125,7 @@ export async function revokeCommand(
 				},
 			);
 		}
-		const built = buildSources(config.sources, { store });
+		const built = await buildSources(config.sources, { store });
 		const { issuers } = built;
 		const issuer = issuers.get(latest.issuer);
 		try {

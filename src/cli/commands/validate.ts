@@ -12,7 +12,7 @@ import { openFileStore } from "../../store/file-store.js";
 import { canonicalCollisions } from "../../targets/haproxy/naming.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
-import { type OnlineCheck, runOnlineChecks } from "./online.js";
+import type { OnlineCheck } from "./online.js";
 
 export interface ValidationReport {
 	file: string;
@@ -37,7 +37,10 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 		const fromSources = await sourceProblems(loaded.config);
 		const problems = options.configOnly ? [] : fromSources;
 		const warnings = options.configOnly ? fromSources : [];
-		const online = options.online ? await runOnlineChecks(loaded.config) : undefined;
+		// The HTTP client and the targets' drivers are loaded only for --online.
+		const online = options.online
+			? await (await import("./online.js")).runOnlineChecks(loaded.config)
+			: undefined;
 		report = {
 			file: loaded.file,
 			ok: problems.length === 0 && (online ?? []).every((c) => c.ok),
@@ -84,7 +87,7 @@ function printOnline(ctx: CommandContext, checks: OnlineCheck[]): void {
 /** Every certificate a `directory` source would serve is checked; each skipped file becomes a problem. */
 async function sourceProblems(config: Config): Promise<Array<{ path: string; message: string }>> {
 	// Read-only: validating never locks or writes the state directory (only directory sources are loaded).
-	const built = buildSources(config.sources, {
+	const built = await buildSources(config.sources, {
 		store: await openFileStore(config.state_dir, { readOnly: true }),
 	});
 	const { sources } = built;
