@@ -1,16 +1,19 @@
+import { randomBytes } from "node:crypto";
 import { Etcd3 } from "etcd3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEtcdStore } from "../../src/cluster/etcd-store.js";
 import { LEADER_KEY } from "../../src/cluster/leadership.js";
 import {
 	eventually,
 	leaders,
+	startChildMember,
 	startMember,
 	type TestMember,
 	uniquePrefix,
 	warnings,
 } from "../harness/cluster.js";
 import { type EtcdHandle, startEtcd } from "../harness/etcd.js";
-import { type Proc, startProcess, stopProcess } from "../harness/process.js";
+import { type Proc, stopProcess } from "../harness/process.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TTL = 3;
@@ -96,36 +99,8 @@ describe("cluster leadership (real etcd, one member)", () => {
 
 	it("a SIGSTOPped leader stops leading locally before etcd expires its lease; its fenced writes are refused", async () => {
 		const prefix = uniquePrefix();
-		const child = startProcess(
-			process.execPath,
-			[
-				"--import",
-				"tsx",
-				"test/cluster/children/member.ts",
-				etcd.endpoints.join(","),
-				prefix,
-				"child",
-				String(TTL),
-			],
-			{ cwd: process.cwd(), env: process.env },
-		);
+		const { proc: child, lines } = startChildMember(etcd.endpoints, prefix, "child", { ttlSeconds: TTL });
 		children.push(child);
-		type Line = {
-			t: number;
-			leader?: boolean;
-			validUntil?: number;
-			lease?: string;
-			fence?: string;
-			leaderName?: string;
-			write?: boolean;
-			writeError?: string;
-		};
-		const lines = (): Line[] =>
-			child
-				.output()
-				.split("\n")
-				.filter((l) => l.startsWith("{"))
-				.map((l) => JSON.parse(l) as Line);
 		await eventually("the child leads", () => lines().findLast((l) => l.leader), 20_000);
 		const ms = ["b", "c"].map((name) =>
 			startMember(etcd.endpoints, prefix, name, { ttlSeconds: TTL, leadership: true }),
@@ -171,6 +146,15 @@ describe("cluster leadership (real etcd, one member)", () => {
 			.then(next.conn.kv.put("state/stale").value("child"))
 			.commit();
 		expect(stale.succeeded).toBe(false);
+		// The same through the store's fenced view: refused, counted, nothing written.
+		const store = createEtcdStore(next.conn, { encryptionKey: randomBytes(32) });
+		const fenced = store.fenced(() => ({ key: LEADER_KEY, createRevision: last.fence! }));
+		await expect(fenced.put("certificates/stale", { from: "child" }, 0)).rejects.toMatchObject({
+			code: "CLUSTER_FENCED",
+		});
+		expect(store.fencedWrites()).toBe(1);
+		expect(await store.get("certificates/stale")).toBeUndefined();
+		await store.close();
 
 		const before = lines().length;
 		child.child.kill("SIGCONT");

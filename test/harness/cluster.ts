@@ -9,8 +9,10 @@
 import { randomUUID } from "node:crypto";
 import { connectEtcd, type EtcdConnection } from "../../src/cluster/etcd.js";
 import { type Leadership, startLeadership } from "../../src/cluster/leadership.js";
+import { type Membership, startMembership } from "../../src/cluster/membership.js";
 import { type Session, startSession } from "../../src/cluster/session.js";
 import { createLogger, type Logger } from "../../src/log.js";
+import { type Proc, startProcess } from "./process.js";
 
 export const uniquePrefix = (): string => `t-${randomUUID().slice(0, 8)}/`;
 
@@ -53,6 +55,7 @@ export interface TestMember {
 	conn: EtcdConnection;
 	session: Session;
 	leadership?: Leadership;
+	membership?: Membership;
 	lines: LogLine[];
 	/** Resigns, closes the session (revokes the lease) and the connection. Idempotent. */
 	close(): Promise<void>;
@@ -62,7 +65,13 @@ export function startMember(
 	endpoints: string[],
 	prefix: string,
 	name: string,
-	options: { ttlSeconds: number; leadership?: boolean; clock?: () => number; deadlineMs?: number },
+	options: {
+		ttlSeconds: number;
+		leadership?: boolean;
+		membership?: boolean;
+		clock?: () => number;
+		deadlineMs?: number;
+	},
 ): TestMember {
 	const { log, lines } = captureLog();
 	const conn = connectEtcd({ endpoints, prefix, deadline_ms: options.deadlineMs ?? 1000 });
@@ -72,17 +81,19 @@ export function startMember(
 		...(options.clock ? { clock: options.clock } : {}),
 	});
 	const leadership = options.leadership ? startLeadership(conn, session, { member: name, log }) : undefined;
+	const membership = options.membership ? startMembership(conn, session, { member: name, log }) : undefined;
 	let closed = false;
 	return {
 		name,
 		conn,
 		session,
 		...(leadership ? { leadership } : {}),
+		...(membership ? { membership } : {}),
 		lines,
 		async close() {
 			if (closed) return;
 			closed = true;
-			await leadership?.close();
+			await Promise.all([leadership?.close(), membership?.close()]);
 			await session.close();
 			conn.close();
 		},
@@ -92,3 +103,46 @@ export function startMember(
 /** The members that lead right now. */
 export const leaders = (members: readonly TestMember[]): TestMember[] =>
 	members.filter((m) => m.leadership?.isLeader());
+
+/** What test/cluster/children/member.ts prints: its state when it changes, and its fenced writes once deposed. */
+export interface ChildLine {
+	t: number;
+	leader?: boolean;
+	validUntil?: number;
+	lease?: string;
+	fence?: string;
+	leaderName?: string;
+	members?: string[];
+	write?: boolean;
+	writeError?: string;
+}
+
+/** A member in a child process (so a test can SIGSTOP or SIGKILL it); stop it with stopProcess(child.proc). */
+export function startChildMember(
+	endpoints: string[],
+	prefix: string,
+	name: string,
+	options: { ttlSeconds: number; membership?: boolean },
+): { proc: Proc; lines(): ChildLine[] } {
+	const proc = startProcess(
+		process.execPath,
+		[
+			"--import",
+			"tsx",
+			"test/cluster/children/member.ts",
+			endpoints.join(","),
+			prefix,
+			name,
+			String(options.ttlSeconds),
+			...(options.membership ? ["membership"] : []),
+		],
+		{ cwd: process.cwd(), env: process.env },
+	);
+	const lines = () =>
+		proc
+			.output()
+			.split("\n")
+			.filter((l) => l.startsWith("{"))
+			.map((l) => JSON.parse(l) as ChildLine);
+	return { proc, lines };
+}

@@ -1,18 +1,27 @@
 /**
  * Child process: one cluster member (connection, session, leadership) for tests that SIGSTOP a leader.
- * argv: endpoints (comma-separated) prefix member ttlSeconds.
+ * argv: endpoints (comma-separated) prefix member ttlSeconds [membership]: with "membership", it also registers
+ * under members/ (and prints the members it sees).
  * Prints a JSON line whenever {leader, validUntil, lease, fence} changes (checked every 20 ms). Once deposed, it
  * keeps trying a write fenced with the last fence it held, as a write already under way would, and prints each
  * result: {"write": true|false}.
  */
 import { connectEtcd } from "../../../src/cluster/etcd.js";
 import { startLeadership } from "../../../src/cluster/leadership.js";
+import { startMembership } from "../../../src/cluster/membership.js";
 import { startSession } from "../../../src/cluster/session.js";
 
-const [endpoints, prefix, member, ttl] = process.argv.slice(2) as [string, string, string, string];
+const [endpoints, prefix, member, ttl, extra] = process.argv.slice(2) as [
+	string,
+	string,
+	string,
+	string,
+	string?,
+];
 const conn = connectEtcd({ endpoints: endpoints.split(","), prefix, deadline_ms: 1000 });
 const session = startSession(conn, { ttlSeconds: Number(ttl) });
 const leadership = startLeadership(conn, session, { member });
+const membership = extra === "membership" ? startMembership(conn, session, { member }) : undefined;
 
 let last = "";
 let heldFence: string | undefined;
@@ -25,6 +34,7 @@ setInterval(() => {
 		lease: session.leaseId(),
 		fence,
 		leaderName: leadership.leader(),
+		members: membership?.members(),
 	};
 	const line = JSON.stringify(state);
 	if (line !== last) {
