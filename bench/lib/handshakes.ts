@@ -2,6 +2,7 @@
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { percentile } from "./proc.js";
 
@@ -13,6 +14,12 @@ export interface HandshakeStats {
 	p99Ms?: number;
 	maxMs?: number;
 }
+
+/** One NDJSON line of bench/lib/handshaker.mjs. */
+type HandshakerLine =
+	| { ready: true }
+	| { latenciesMs: number[] }
+	| { done: true; handshakes: number; failures: number; errors: Record<string, number> };
 
 const script = fileURLToPath(new URL("./handshaker.mjs", import.meta.url));
 
@@ -28,30 +35,36 @@ export async function startHandshakes(
 	const child = spawn(process.execPath, [script, String(port), file, String(concurrency)], {
 		stdio: ["pipe", "pipe", "inherit"],
 	});
-	let out = "";
-	child.stdout.setEncoding("utf8");
-	const ready = new Promise<void>((resolve, reject) => {
-		child.stdout.on("data", (d: string) => {
-			out += d;
-			if (out.includes("ready\n")) resolve();
-		});
-		child.once("exit", (code) => reject(new Error(`handshaker exited ${code}`)));
+	// NDJSON, read line by line as it arrives (a line is handled only once its newline came): latencies
+	// accumulate here, the "done" line carries the counts. Nothing is parsed before it is complete.
+	const latencies: number[] = [];
+	let done: { handshakes: number; failures: number; errors: Record<string, number> } | undefined;
+	let signalReady: () => void = () => undefined;
+	const readyLine = new Promise<void>((resolve) => {
+		signalReady = resolve;
 	});
-	await ready;
-	// "close", not "exit": the stats line can still be in the pipe when the process has exited (a large
-	// latency list was parsed half-read: "Expected ',' or ']' after array element").
-	const exited = new Promise<void>((resolve) => child.once("close", () => resolve()));
+	const lines = createInterface({ input: child.stdout, crlfDelay: Number.POSITIVE_INFINITY });
+	lines.on("line", (text) => {
+		if (text.trim() === "") return;
+		const message = JSON.parse(text) as HandshakerLine;
+		if ("ready" in message) signalReady();
+		else if ("latenciesMs" in message) for (const ms of message.latenciesMs) latencies.push(ms);
+		else if ("done" in message) done = message;
+	});
+	// "close" (stdout drained and the process gone), not "exit": lines can still be in the pipe at exit.
+	const closed = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+	await Promise.race([
+		readyLine,
+		closed.then((code) => {
+			throw new Error(`handshaker exited ${code} before it was ready`);
+		}),
+	]);
 	return {
 		async stop() {
-			child.stdin.write("stop\n");
-			await exited;
-			const last = out.trim().split("\n").at(-1) ?? "{}";
-			const raw = JSON.parse(last) as {
-				handshakes: number;
-				failures: number;
-				errors: Record<string, number>;
-				latenciesMs: number[];
-			};
+			child.stdin.end("stop\n");
+			const code = await closed;
+			if (done === undefined) throw new Error(`handshaker exited ${code} without its final line`);
+			const raw = { ...done, latenciesMs: latencies };
 			const stats: HandshakeStats = {
 				handshakes: raw.handshakes,
 				failures: raw.failures,
