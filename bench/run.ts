@@ -13,11 +13,12 @@ import { parseArgs } from "node:util";
 import { printResult, type ScenarioResult, writeResult } from "./lib/report.js";
 import { acme } from "./scenarios/acme.js";
 import { atomicdir } from "./scenarios/atomicdir.js";
+import { fleet } from "./scenarios/fleet.js";
 import { hotswap } from "./scenarios/hotswap.js";
 import { observe } from "./scenarios/observe.js";
 import { served } from "./scenarios/served.js";
 
-const SCENARIOS = ["served", "hotswap", "observe", "acme", "atomicdir"] as const;
+const SCENARIOS = ["served", "hotswap", "observe", "fleet", "acme", "atomicdir"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const { values, positionals } = parseArgs({
@@ -29,6 +30,8 @@ const { values, positionals } = parseArgs({
 		roll: { type: "string" },
 		"fleet-endpoints": { type: "string" },
 		"fleet-certs": { type: "string" },
+		"fleet-cycles": { type: "string" },
+		standins: { type: "string" },
 		"acme-certs": { type: "string" },
 		swaps: { type: "string" },
 		kills: { type: "string" },
@@ -57,9 +60,14 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 	observe: () =>
 		observe({
 			sizes: values.certs ? [Number(values.certs)] : full ? [1000, 5000] : [1000],
-			fleetEndpoints: num(values["fleet-endpoints"], full ? 100 : 10),
-			fleetCerts: num(values["fleet-certs"], full ? 1000 : 200),
 			reps: 3,
+		}),
+	fleet: () =>
+		fleet({
+			endpoints: num(values["fleet-endpoints"], full ? 100 : 10),
+			certs: num(values["fleet-certs"], full ? 1000 : 200),
+			cycles: num(values["fleet-cycles"], 20),
+			standins: num(values.standins, 2),
 		}),
 	acme: () =>
 		acme({

@@ -1,24 +1,48 @@
 /**
- * The certificatee side of the fleet measurement, alone in its own process so its peak memory is its own:
- * one haproxy-dataplane target over every endpoint, `cycles` sync cycles with every certificate already in
- * place. argv: a JSON file {endpoints, storageDir, certDir, cycles}. Prints one JSON line.
+ * The certificatee side of the fleet measurement, alone in its own process so its CPU and memory are its
+ * own: one haproxy-dataplane target over every endpoint, `cycles` sync cycles with every certificate already
+ * in place, then (when the job names a renewed file and stdin says "renew") one sync cycle that rolls it.
+ * argv: a JSON file (Job). Run with --expose-gc: the heap is also measured after a collection per cycle.
+ * stdout: NDJSON, one line per event ({"loaded"}, {"cycle"} per cycle, {"noopDone"}, {"renewStart"},
+ * {"renewDone"}, {"done"}), so the parent reads each as it comes and nothing grows with the run.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { parseBundle } from "../../src/certificates/index.js";
 import { runCycle } from "../../src/reconcile/cycle.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
+import type { CycleReport } from "../../src/reconcile/report.js";
 import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
 import { buildTarget } from "../../src/targets/registry.js";
 
-interface Job {
+export interface FleetJob {
 	endpoints: Array<{ name: string; url: string; username: string; password: string }>;
 	storageDir: string;
 	certDir: string;
 	cycles: number;
+	/** A renewed combined PEM for one certificate, rolled after the no-op cycles when stdin says "renew". */
+	renewed?: { name: string; file: string };
 }
 
-const job = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as Job;
+export interface CycleLine {
+	cycle: number;
+	wallS: number;
+	cpuS: number;
+	/** RSS at the end of the cycle; heap used after a full collection (when gc is exposed). */
+	rssMiB: number;
+	heapMiB?: number;
+	steps: number;
+	failedEndpoints: number;
+	refs: number;
+	errors: string[];
+}
+
+const MiB = 2 ** 20;
+const line = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
+const gc = (globalThis as { gc?: () => void }).gc;
+
+const job = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as FleetJob;
 const rssBefore = process.memoryUsage().rss;
 const desired: DesiredCertificate[] = readdirSync(job.certDir)
 	.filter((f) => f.endsWith(".pem"))
@@ -40,10 +64,9 @@ let peak = process.memoryUsage().rss;
 const sampler = setInterval(() => {
 	peak = Math.max(peak, process.memoryUsage().rss);
 }, 20);
-const cycles: Array<{ wallS: number; cpuS: number; writes: number; failedEndpoints: number; refs: number }> =
-	[];
-const errors = new Set<string>();
-for (let i = 0; i < job.cycles; i++) {
+line({ loaded: true, rssBeforeMiB: rssBefore / MiB, rssLoadedMiB: process.memoryUsage().rss / MiB });
+
+async function cycle(): Promise<{ report: CycleReport; wallS: number; cpuS: number }> {
 	const started = performance.now();
 	const cpu0 = process.cpuUsage();
 	const report = await runCycle(
@@ -55,27 +78,70 @@ for (let i = 0; i < job.cycles; i++) {
 		"sync",
 		new AbortController().signal,
 	);
-	const endpoints = report.targets.flatMap((t) => t.endpoints);
-	for (const e of endpoints)
+	const cpu = process.cpuUsage(cpu0);
+	return { report, wallS: (performance.now() - started) / 1000, cpuS: (cpu.user + cpu.system) / 1e6 };
+}
+
+const errorsOf = (report: CycleReport) => {
+	const errors = new Set<string>();
+	for (const e of report.targets.flatMap((t) => t.endpoints))
 		if (!e.ok && e.error) errors.add(`${e.error.code}: ${e.error.message.replace(/lb\d+/g, "lbN")}`);
-	cycles.push({
-		wallS: (performance.now() - started) / 1000,
-		cpuS: ((c) => (c.user + c.system) / 1e6)(process.cpuUsage(cpu0)),
-		writes: endpoints.reduce((n, e) => n + e.steps.length, 0),
+	return [...errors].slice(0, 5);
+};
+
+for (let i = 0; i < job.cycles; i++) {
+	const { report, wallS, cpuS } = await cycle();
+	const endpoints = report.targets.flatMap((t) => t.endpoints);
+	const out: CycleLine = {
+		cycle: i + 1,
+		wallS,
+		cpuS,
+		rssMiB: 0,
+		steps: endpoints.reduce((n, e) => n + e.steps.length, 0),
 		failedEndpoints: endpoints.filter((e) => !e.ok).length,
 		refs: endpoints.reduce((n, e) => n + e.refs.length, 0),
+		errors: errorsOf(report),
+	};
+	if (gc) {
+		gc();
+		out.heapMiB = process.memoryUsage().heapUsed / MiB;
+	}
+	out.rssMiB = process.memoryUsage().rss / MiB;
+	line(out);
+}
+line({ noopDone: true });
+
+if (job.renewed) {
+	const lines = createInterface({ input: process.stdin });
+	for await (const text of lines) if (text.trim() === "renew") break;
+	const { name, file } = job.renewed;
+	const at = desired.findIndex((d) => d.name === name);
+	if (at < 0) throw new Error(`renewed ${name} is not a desired certificate`);
+	const old = desired[at]!;
+	desired[at] = { ...old, bundle: parseBundle({ combined: readFileSync(file, "utf8") }, { source: name }) };
+	line({ renewStart: true, at: Date.now() });
+	const { report, wallS, cpuS } = await cycle();
+	const endpoints = report.targets.flatMap((t) => t.endpoints);
+	const steps = endpoints.flatMap((e) => e.steps);
+	line({
+		renewDone: true,
+		at: Date.now(),
+		wallS,
+		cpuS,
+		steps: steps.length,
+		stepsOk: steps.filter((s) => s.result === "ok").length,
+		failedEndpoints: endpoints.filter((e) => !e.ok).length,
+		errors: errorsOf(report),
 	});
 }
 clearInterval(sampler);
 await target.close();
 const hwm = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync("/proc/self/status", "utf8"));
-process.stdout.write(
-	`${JSON.stringify({
-		cycles,
-		rssBeforeMiB: rssBefore / 2 ** 20,
-		rssPeakMiB: Math.max(peak, Number(hwm?.[1] ?? 0) * 1024) / 2 ** 20,
-		desired: desired.length,
-		errors: [...errors].slice(0, 5),
-	})}\n`,
-);
-process.exit(0);
+const cpu = process.cpuUsage();
+line({
+	done: true,
+	rssPeakMiB: Math.max(peak, Number(hwm?.[1] ?? 0) * 1024) / MiB,
+	cpuTotalS: (cpu.user + cpu.system) / 1e6,
+	desired: desired.length,
+});
+process.stdout.end(() => process.exit(0));

@@ -1,16 +1,3 @@
-/**
- * Scenario 2, observation cost. One HAProxy with N refs: certificatee's observe() through the pipelined
- * runtime socket (the haproxy-runtime driver) and through the Data Plane API double, against one connection
- * per command (what a shell loop over `socat` does). A no-op sync cycle (all N already in place): writes
- * (must be 0) and wall time, against an unconditional reload. A fleet of E endpoints (real HAProxy processes,
- * each behind a Data Plane API double) × C certificates: no-op cycle time and certificatee's peak memory.
- */
-import { execFile } from "node:child_process";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { createDataplaneEndpoint } from "../../src/targets/haproxy-dataplane/index.js";
 import {
 	dataplaneEndpointSchema,
@@ -20,7 +7,7 @@ import { createRuntimeEndpoint } from "../../src/targets/haproxy-runtime/index.j
 import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
 import { buildTarget } from "../../src/targets/registry.js";
 import { type DpapiDouble, startDpapiDouble } from "../../test/harness/dpapi-double/index.js";
-import { freePort, type Haproxy, socketCommand, startHaproxy } from "../../test/harness/haproxy.js";
+import { type Haproxy, socketCommand, startHaproxy } from "../../test/harness/haproxy.js";
 import { crtDirFiles, desiredOf, makeCerts } from "../lib/pool.js";
 import { median, seconds } from "../lib/proc.js";
 import { masterReady, reloadToNewWorker } from "../lib/reload.js";
@@ -29,8 +16,6 @@ import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
 export interface ObserveOptions {
 	/** Ref counts for the single endpoint, e.g. [1000] or [1000, 5000]. */
 	sizes: number[];
-	fleetEndpoints: number;
-	fleetCerts: number;
 	reps: number;
 }
 
@@ -207,112 +192,6 @@ function apiWrites(d: DpapiDouble): number {
 		.reduce((n, [, c]) => n + c, 0);
 }
 
-const childScript = fileURLToPath(new URL("./fleet-child.ts", import.meta.url));
-
-async function fleet(o: ObserveOptions, rows: Row[], notes: string[]): Promise<void> {
-	const scratch = await mkdtemp(join(tmpdir(), "certificatee-bench-fleet-"));
-	const shared = join(scratch, "certs");
-	await mkdir(shared);
-	const certs = await makeCerts(o.fleetCerts);
-	for (const [f, pem] of Object.entries(crtDirFiles(certs)))
-		await writeFile(join(shared, f), pem, { mode: 0o600 });
-	const hs: Haproxy[] = [];
-	const doubles: DpapiDouble[] = [];
-	try {
-		const startedAll = performance.now();
-		// Every node loads the same storage directory, as a fleet sharing one storage_dir path does.
-		for (let i = 0; i < o.fleetEndpoints; i += 2) {
-			const batch = await Promise.all(
-				Array.from({ length: Math.min(2, o.fleetEndpoints - i) }, async () => {
-					const port = await freePort();
-					return startHaproxy({
-						extraConfig: [
-							"frontend fe_fleet",
-							`    bind 127.0.0.1:${port} ssl crt ${shared}`,
-							'    http-request return status 200 content-type text/plain string "ok\\n"',
-						].join("\n"),
-					});
-				}),
-			);
-			hs.push(...batch);
-		}
-		for (const h of hs) doubles.push(await startDpapiDouble({ haproxy: h, storageDir: shared }));
-		const startS = seconds(startedAll);
-		const job = {
-			endpoints: doubles.map((d, i) => ({
-				name: `lb${i}`,
-				url: d.url,
-				username: d.username,
-				password: d.password,
-			})),
-			storageDir: shared,
-			certDir: shared,
-			cycles: 3,
-		};
-		const jobFile = join(scratch, "job.json");
-		await writeFile(jobFile, JSON.stringify(job));
-		const { stdout } = await promisify(execFile)(
-			process.execPath,
-			["--import", "tsx", childScript, jobFile],
-			{
-				maxBuffer: 64 * 2 ** 20,
-			},
-		);
-		const out = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
-			cycles: Array<{ wallS: number; cpuS: number; writes: number; failedEndpoints: number; refs: number }>;
-			rssBeforeMiB: number;
-			rssPeakMiB: number;
-			errors: string[];
-		};
-		const writes = out.cycles.reduce((n, c) => n + c.writes, 0);
-		const failedEndpoints = Math.max(...out.cycles.map((c) => c.failedEndpoints));
-		const apiWriteCount = doubles.reduce((n, d) => n + apiWrites(d), 0);
-		for (const d of doubles) d.assertSpecClean();
-		const label = `${o.fleetEndpoints} endpoints × ${o.fleetCerts} certs`;
-		rows.push(
-			{
-				metric: `fleet no-op cycle, ${label}: wall (s)`,
-				variant: "dataplane target, all endpoints, concurrency 16",
-				...(failedEndpoints === 0 ? { certificatee: median(out.cycles.map((c) => c.wallS)) } : {}),
-				baselineName: "–",
-				note:
-					failedEndpoints === 0
-						? "no baseline: a reload-based tool has no observation step"
-						: "not valid: endpoints failed, see the failed-endpoints row",
-			},
-			{
-				metric: `fleet no-op cycle, ${label}: failed endpoints (worst cycle)`,
-				variant: "must be 0",
-				certificatee: failedEndpoints,
-				baselineName: "–",
-				...(out.errors.length > 0 ? { note: out.errors.join(" | ").slice(0, 300) } : {}),
-			},
-			{
-				metric: `fleet no-op cycle, ${label}: write requests`,
-				variant: "counted by the doubles (3 cycles)",
-				certificatee: apiWriteCount,
-				baselineName: "–",
-			},
-			{
-				metric: `fleet: certificatee peak RSS (MiB)`,
-				variant: "own process, incl. the desired set",
-				certificatee: out.rssPeakMiB,
-				baselineName: "–",
-			},
-		);
-		notes.push(
-			`Fleet: ${hs.length} real HAProxy processes (each loading the same ${o.fleetCerts}-file storage dir) started in ${startS.toFixed(0)} s, ` +
-				`each behind its own Data Plane API double (spec-validating, all in the bench process); certificatee in a separate process ` +
-				`(RSS ${out.rssBeforeMiB.toFixed(0)} MiB before loading the desired set); cycles ${out.cycles.map((c) => c.wallS.toFixed(2)).join(" / ")} s (certificatee's own CPU ${out.cycles.map((c) => c.cpuS.toFixed(2)).join(" / ")} s; the rest is the doubles and HAProxy); ` +
-				`planned steps ${writes}; failed endpoints ${failedEndpoints}; refs seen per cycle ${out.cycles[0]?.refs}.`,
-		);
-	} finally {
-		for (const d of doubles) await d.close().catch(() => undefined);
-		await Promise.all(hs.map((h) => h.stop()));
-		await rm(scratch, { recursive: true, force: true });
-	}
-}
-
 export async function observe(o: ObserveOptions): Promise<ScenarioResult> {
 	const t0 = performance.now();
 	const rows: Row[] = [];
@@ -321,13 +200,11 @@ export async function observe(o: ObserveOptions): Promise<ScenarioResult> {
 	for (const r of rows)
 		if (r.ratio === undefined && r.baseline !== undefined) r.ratio = ratio(r.baseline, r.certificatee);
 	for (const r of rows) if (r.note === "certificatee / baseline") r.ratio = ratio(r.certificatee, r.baseline);
-	if (o.fleetEndpoints > 0) await fleet(o, rows, notes);
 	return {
 		scenario: "observe",
 		title: "2. Observation cost",
 		parameters: {
 			N_refs: o.sizes.join("+"),
-			fleet: `${o.fleetEndpoints}×${o.fleetCerts}`,
 			reps: o.reps,
 		},
 		rows,

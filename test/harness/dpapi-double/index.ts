@@ -116,13 +116,14 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 	return Buffer.concat(chunks);
 }
 
-interface ParsedBody {
+export interface ParsedBody {
 	body: unknown;
 	fileParts: string[];
 	files: Map<string, { filename: string; text: string }>;
 }
 
-async function parseBody(headers: IncomingMessage["headers"], raw: Buffer): Promise<ParsedBody> {
+/** The request body as the double reads it (multipart parts, JSON, or text); the bench's stand-in reuses it. */
+export async function parseBody(headers: IncomingMessage["headers"], raw: Buffer): Promise<ParsedBody> {
 	const type = String(headers["content-type"] ?? "");
 	const files = new Map<string, { filename: string; text: string }>();
 	if (raw.length === 0) return { body: undefined, fileParts: [], files };
@@ -161,7 +162,7 @@ function definedHeaders(headers: IncomingMessage["headers"]): Record<string, str
 }
 
 type Route = (ctx: DoubleContext, r: RouteInput) => Promise<Handled>;
-interface RouteInput {
+export interface RouteInput {
 	params: Record<string, string>;
 	query: URLSearchParams;
 	parsed: ParsedBody;
@@ -170,7 +171,8 @@ interface RouteInput {
 const file = (r: RouteInput) => r.parsed.files.get("file_upload") ?? { filename: "", text: "" };
 const name = (r: RouteInput) => r.params.name ?? "";
 
-const routes: Record<string, Route> = {
+/** The handler of each operationId (the bench's Data Plane API stand-in performs its writes through them). */
+export const routes: Record<string, Route> = {
 	getInfo: async () => ({
 		status: 200,
 		body: {
