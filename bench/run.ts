@@ -32,6 +32,7 @@ const { values, positionals } = parseArgs({
 		"fleet-certs": { type: "string" },
 		"fleet-cycles": { type: "string" },
 		standins: { type: "string" },
+		"cpu-prof": { type: "string" },
 		"acme-certs": { type: "string" },
 		swaps: { type: "string" },
 		kills: { type: "string" },
@@ -68,6 +69,7 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 			certs: num(values["fleet-certs"], full ? 1000 : 200),
 			cycles: num(values["fleet-cycles"], 20),
 			standins: num(values.standins, 2),
+			...(values["cpu-prof"] ? { cpuProfDir: values["cpu-prof"] } : {}),
 		}),
 	acme: () =>
 		acme({

@@ -57,6 +57,23 @@ const sent = (h: Handled): Sent => ({
 });
 
 const API = "/v3/services/haproxy";
+const NO_QUERY = new URLSearchParams();
+
+const FIXED: Record<string, Record<string, string>> = {
+	"/v3/info": { GET: "getInfo" },
+	[`${API}/runtime/info`]: { GET: "getHaproxyProcessInfo" },
+	[`${API}/storage/ssl_certificates`]: {
+		GET: "getAllStorageSSLCertificates",
+		POST: "createStorageSSLCertificate",
+	},
+	[`${API}/runtime/ssl_certs`]: { GET: "getAllCerts", POST: "createCert" },
+	[`${API}/runtime/ssl_crt_lists`]: { GET: "getAllCrtLists" },
+	[`${API}/runtime/ssl_crt_lists/entries`]: {
+		GET: "getAllCrtListEntries",
+		POST: "addCrtListEntry",
+		DELETE: "deleteCrtListEntry",
+	},
+};
 
 /** operationId and path parameters of a request; undefined when the stand-in does not serve it. */
 export function routeOf(
@@ -69,23 +86,8 @@ export function routeOf(
 		const rest = pathname.slice(prefix.length);
 		return rest !== "" && !rest.includes("/") ? decodeURIComponent(rest) : undefined;
 	};
-	const fixed: Record<string, Record<string, string>> = {
-		"/v3/info": { GET: "getInfo" },
-		[`${API}/runtime/info`]: { GET: "getHaproxyProcessInfo" },
-		[`${API}/storage/ssl_certificates`]: {
-			GET: "getAllStorageSSLCertificates",
-			POST: "createStorageSSLCertificate",
-		},
-		[`${API}/runtime/ssl_certs`]: { GET: "getAllCerts", POST: "createCert" },
-		[`${API}/runtime/ssl_crt_lists`]: { GET: "getAllCrtLists" },
-		[`${API}/runtime/ssl_crt_lists/entries`]: {
-			GET: "getAllCrtListEntries",
-			POST: "addCrtListEntry",
-			DELETE: "deleteCrtListEntry",
-		},
-	};
 	const path = pathname.replace(/\/+$/, "");
-	const direct = fixed[path]?.[m];
+	const direct = FIXED[path]?.[m];
 	if (direct) return { operation: direct, params: {} };
 	const storage = one(`${API}/storage/ssl_certificates/`);
 	if (storage !== undefined) {
@@ -157,7 +159,15 @@ interface NodeServer {
 export async function serveNodes(job: StandinJob): Promise<NodeServer[]> {
 	const files = new Map<string, FileAnswer>();
 	const expectedAuth = `Basic ${Buffer.from(`${job.username}:${job.password}`).toString("base64")}`;
-	return Promise.all(job.nodes.map((node) => serveNode(node, expectedAuth, files)));
+	// The first node alone fills the storage answers the others share; then four at a time.
+	const [first, ...rest] = job.nodes;
+	if (first === undefined) return [];
+	const head = await serveNode(first, expectedAuth, files);
+	const limit = pLimit(4);
+	return [
+		head,
+		...(await Promise.all(rest.map((node) => limit(() => serveNode(node, expectedAuth, files))))),
+	];
 }
 
 async function serveNode(
@@ -241,7 +251,10 @@ async function serveNode(
 		return { status: 200, body: JSON.stringify(items) };
 	}
 
-	async function answer(req: IncomingMessage, url: URL): Promise<Sent> {
+	async function answer(
+		req: IncomingMessage,
+		url: { pathname: string; searchParams: URLSearchParams },
+	): Promise<Sent> {
 		const route = routeOf(req.method ?? "GET", url.pathname);
 		const operation = route?.operation ?? `unknown ${req.method} ${url.pathname}`;
 		counts[operation] = (counts[operation] ?? 0) + 1;
@@ -289,7 +302,13 @@ async function serveNode(
 	}
 
 	const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-		const url = new URL(req.url ?? "/", "http://standin");
+		// No URL object per request: the path, and the query only when there is one.
+		const raw = req.url ?? "/";
+		const q = raw.indexOf("?");
+		const url = {
+			pathname: q < 0 ? raw : raw.slice(0, q),
+			searchParams: q < 0 ? NO_QUERY : new URLSearchParams(raw.slice(q + 1)),
+		};
 		if (url.pathname === "/_standin/counts") {
 			res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify(counts));
 			return;
@@ -306,7 +325,9 @@ async function serveNode(
 	await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 	const port = (server.address() as AddressInfo).port;
 
-	// Warm: every runtime answer a cycle reads, from HAProxy, before the first request.
+	// Warm: every storage answer (parsed once per file for all nodes of this process) and every runtime
+	// answer a cycle reads, from HAProxy, before the first request.
+	await storageList();
 	const info = await routes.getHaproxyProcessInfo!(ctx, {
 		params: {},
 		query: new URLSearchParams(),
@@ -350,7 +371,7 @@ const child = fileURLToPath(new URL("./dpapi-standin-child.ts", import.meta.url)
 /** Spreads the nodes over `processes` stand-in processes (round robin) and waits until all are warm. */
 export async function spawnStandins(
 	nodes: readonly StandinNode[],
-	options: { processes: number; username: string; password: string; scratch: string },
+	options: { processes: number; username: string; password: string; scratch: string; execArgv?: string[] },
 ): Promise<Standins> {
 	const groups = Array.from({ length: Math.min(options.processes, nodes.length) }, (_, p) =>
 		nodes.flatMap((n, i) => (i % options.processes === p ? [{ n, i }] : [])),
@@ -365,7 +386,7 @@ export async function spawnStandins(
 				password: options.password,
 			};
 			await writeFile(jobFile, JSON.stringify(job));
-			const proc = spawn(process.execPath, ["--import", "tsx", child, jobFile], {
+			const proc = spawn(process.execPath, [...(options.execArgv ?? []), "--import", "tsx", child, jobFile], {
 				stdio: ["pipe", "pipe", "inherit"],
 			});
 			const lines = createInterface({ input: proc.stdout });

@@ -60,9 +60,10 @@ const target = buildTarget(
 	}),
 	{ now: () => new Date() },
 );
-let peak = process.memoryUsage().rss;
+// memoryUsage.rss() only: memoryUsage() walks the heap spaces, which costs the measured process real CPU.
+let peak = process.memoryUsage.rss();
 const sampler = setInterval(() => {
-	peak = Math.max(peak, process.memoryUsage().rss);
+	peak = Math.max(peak, process.memoryUsage.rss());
 }, 20);
 line({ loaded: true, rssBeforeMiB: rssBefore / MiB, rssLoadedMiB: process.memoryUsage().rss / MiB });
 

@@ -20,6 +20,8 @@ import { parseBundle } from "../../src/certificates/index.js";
 import { probeServed } from "../../src/probe/index.js";
 import { issueTestLeaf } from "../../test/harness/certs.js";
 import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
+import { bundleScript } from "../lib/bundle.js";
+import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
 import { type Standins, spawnStandins } from "../lib/dpapi-standin.js";
 import { benchCa, crtDirFiles, makeCerts } from "../lib/pool.js";
 import { cpuSeconds, familyRssMiB, median, seconds } from "../lib/proc.js";
@@ -32,6 +34,8 @@ export interface FleetOptions {
 	cycles: number;
 	/** Stand-in processes the endpoints are spread over. */
 	standins: number;
+	/** Write a V8 CPU profile of certificatee's process here (node --cpu-prof) and its summary beside it. */
+	cpuProfDir?: string;
 }
 
 /** Issue 12, goal 3. */
@@ -126,7 +130,15 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 		const warm = performance.now();
 		standins = await spawnStandins(
 			nodes.map(({ h }) => ({ adminSocket: h.adminSocket, haproxyDir: h.dir, storageDir: shared })),
-			{ processes: o.standins, username: USERNAME, password: PASSWORD, scratch },
+			{
+				processes: o.standins,
+				username: USERNAME,
+				password: PASSWORD,
+				scratch,
+				...(o.cpuProfDir
+					? { execArgv: ["--cpu-prof", "--cpu-prof-dir", join(o.cpuProfDir, "standins")] }
+					: {}),
+			},
 		);
 		const standinWarmS = seconds(warm);
 
@@ -155,7 +167,9 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 		const workers = await Promise.all(nodes.map(({ h }) => h.workerPid()));
 		const standinCpu0 = cpuOf(standins.pids);
 		const haproxyCpu0 = cpuOf(workers);
-		const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", childScript, jobFile], {
+		const prof = o.cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", o.cpuProfDir] : [];
+		const bundled = await bundleScript(childScript, scratch, "fleet-child");
+		const child = spawn(process.execPath, ["--expose-gc", ...prof, bundled, jobFile], {
 			stdio: ["pipe", "pipe", "inherit"],
 		});
 		const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
@@ -209,6 +223,18 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 		}
 		const code = await exited;
 		if (code !== 0 || done === undefined || noop === undefined) throw new Error(`fleet child exited ${code}`);
+		if (o.cpuProfDir) {
+			const summary = join(o.cpuProfDir, "fleet-child-profile.md");
+			// One profile per thread (tsx's loader runs on its own): the main thread's is the busiest.
+			await writeFile(
+				summary,
+				selfTimeMarkdown(
+					busiestProfile(o.cpuProfDir, child.pid ?? 0),
+					`certificatee's process, fleet ${o.endpoints} × ${o.certs}, ${o.cycles} no-op cycles + 1 renewal`,
+				),
+			);
+			notes.push(`CPU profile of certificatee's process: ${summary} (top self-time functions).`);
+		}
 		const standinPeakMiB = standins.pids.reduce((n, pid) => n + vmHwmMiB(pid), 0);
 
 		const label = `${o.endpoints} endpoints × ${o.certs} certs`;
@@ -294,7 +320,7 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 		notes.push(
 			`STAND-IN, not a Data Plane API: each endpoint is served by bench/lib/dpapi-standin.ts, which answers with the spec-validating double's own handlers but without its validation, reads from memory (runtime answers read from the real HAProxy once and after every write or worker change; storage answers kept per file identity) — so the figures are certificatee's own cost. ${standins.pids.length} stand-in processes, warm in ${standinWarmS.toFixed(1)} s; their CPU ${noop.standinCpuS.toFixed(1)} s and peak RSS ${standinPeakMiB.toFixed(0)} MiB (sum) are not certificatee's; ${noop.reads} read requests answered in the no-op cycles.`,
 			`${nodes.length} real HAProxy processes (Debian 2.6.12, master-worker), each loading the same ${o.certs}-file storage directory on its own TLS port, started 2 at a time in ${haproxyStartS.toFixed(0)} s; RSS ${haproxyRssMiB.toFixed(0)} MiB (masters + workers, shared pages counted in each); workers' CPU during the no-op cycles ${noop.haproxyCpuS.toFixed(1)} s.`,
-			`certificatee: one haproxy-dataplane target over all ${o.endpoints} endpoints in its own process (RSS ${loaded?.rssBeforeMiB.toFixed(0)} MiB at start, ${loaded?.rssLoadedMiB.toFixed(0)} MiB with the ${o.certs} desired certificates parsed); cycles ${wall.map((w) => w.toFixed(1)).join(" / ")} s; CPU ${cycles.map((c) => c.cpuS.toFixed(1)).join(" / ")} s; RSS at cycle end ${cycles.map((c) => c.rssMiB.toFixed(0)).join(" / ")} MiB; heap after GC ${cycles.map((c) => c.heapMiB?.toFixed(0) ?? "?").join(" / ")} MiB; total CPU of the process ${done.cpuTotalS.toFixed(1)} s.`,
+			`certificatee: one haproxy-dataplane target over all ${o.endpoints} endpoints in its own process, run as plain JavaScript (bench/scenarios/fleet-child.ts bundled by esbuild, no tsx loader) (RSS ${loaded?.rssBeforeMiB.toFixed(0)} MiB at start, ${loaded?.rssLoadedMiB.toFixed(0)} MiB with the ${o.certs} desired certificates parsed); cycles ${wall.map((w) => w.toFixed(1)).join(" / ")} s; CPU ${cycles.map((c) => c.cpuS.toFixed(1)).join(" / ")} s; RSS at cycle end ${cycles.map((c) => c.rssMiB.toFixed(0)).join(" / ")} MiB; heap after GC ${cycles.map((c) => c.heapMiB?.toFixed(0) ?? "?").join(" / ")} MiB; total CPU of the process ${done.cpuTotalS.toFixed(1)} s.`,
 			`Renewal: a new leaf for ${certs[0]!.sni} replaces the desired one; one sync cycle (${renewDone?.wallS.toFixed(2)} s, CPU ${renewDone?.cpuS.toFixed(2)} s, failed endpoints ${renewDone?.failedEndpoints}${renewDone?.errors.length ? `, ${renewDone.errors.join(" | ")}` : ""}); this process probes every node's TLS port by SNI (8 at a time, repeated) until each serves the new serial.`,
 		);
 	} finally {
