@@ -4,8 +4,10 @@
  */
 import pLimit from "p-limit";
 import { CertificateeError, describeError, errorView } from "../errors.js";
+import { batchGroups } from "./batches.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import {
+	type ActionResult,
 	type DesiredCertificate,
 	type EndpointDriver,
 	type EndpointObservation,
@@ -224,9 +226,9 @@ async function redoAfterReloads(
 }
 
 /**
- * Phase 3: the endpoint's writes in order, one at a time. A ref whose write failed, or whose removal the
- * configuration refused (pinned), gets no further writes this cycle. Fills in each step's result; returns
- * the refs found pinned (ref -> why).
+ * Phase 3: the endpoint's writes in order, one at a time, or in the groups its driver batches (batches.ts). A
+ * ref whose write failed, or whose removal the configuration refused (pinned), gets no further writes this
+ * cycle. Fills in each step's result; returns the refs found pinned (ref -> why).
  */
 async function applySteps(
 	job: EndpointJob,
@@ -236,37 +238,63 @@ async function applySteps(
 ): Promise<Map<string, string>> {
 	const failedRefs = new Set<string>();
 	const pinnedRefs = new Map<string, string>();
-	for (const [i, step] of planned.entries()) {
-		const view = views[i] as StepView;
-		const pinned = pinnedRefs.get(step.action.ref);
-		if (failedRefs.has(step.action.ref) || pinned !== undefined || job.signal.aborted) {
+	const { driver } = job;
+	for (const group of batchGroups(planned, driver.applyBatch ? driver.batches : undefined)) {
+		const runnable = group.filter((i) => {
+			const step = planned[i] as { action: HaproxyAction };
+			const view = views[i] as StepView;
+			const pinned = pinnedRefs.get(step.action.ref);
+			if (!failedRefs.has(step.action.ref) && pinned === undefined && !job.signal.aborted) return true;
 			view.result = "skipped";
 			view.note = job.signal.aborted
 				? "stopping"
 				: pinned !== undefined
 					? `pinned: ${pinned}`
 					: "an earlier write for this ref failed";
-			continue;
-		}
+			return false;
+		});
+		if (runnable.length === 0) continue;
+		const actions = runnable.map((i) => (planned[i] as { action: HaproxyAction }).action);
 		// A write in flight is finished even when stopping: the signal is checked between writes only.
-		const write = () => job.driver.apply(step.action, NEVER_ABORTED);
-		const result = await (queue ? queue.run(write) : write());
-		view.result = result.ok ? "ok" : "failed";
-		if (result.note) view.note = result.note;
-		if (result.reloadCaused) view.reloadCaused = result.reloadCaused;
-		if (result.reloadNeeded) view.reloadNeeded = result.reloadNeeded;
-		const refusal = result.error ? pinnedBy(step.action, result.error) : undefined;
-		if (refusal !== undefined) {
-			// Refused by the configuration, not failed: reported as pinned, kept and synced from the next cycle.
-			view.result = "skipped";
-			view.note = `pinned: ${refusal}`;
-			pinnedRefs.set(step.action.ref, refusal);
-		} else if (result.error) {
-			view.error = errorView(result.error);
-			failedRefs.add(step.action.ref);
+		const write = (): Promise<ActionResult[]> =>
+			actions.length > 1 && driver.applyBatch
+				? driver.applyBatch(actions, NEVER_ABORTED)
+				: driver.apply(actions[0] as HaproxyAction, NEVER_ABORTED).then((r) => [r]);
+		const results = await (queue ? queue.run(write) : write());
+		for (const [n, i] of runnable.entries()) {
+			recordResult(views[i] as StepView, actions[n] as HaproxyAction, results[n], failedRefs, pinnedRefs);
 		}
 	}
 	return pinnedRefs;
+}
+
+/** One step's result into its view; a failed ref, or a refusal by the configuration (pinned), is remembered. */
+function recordResult(
+	view: StepView,
+	action: HaproxyAction,
+	result: ActionResult | undefined,
+	failedRefs: Set<string>,
+	pinnedRefs: Map<string, string>,
+): void {
+	const r: ActionResult = result ?? {
+		action,
+		ok: false,
+		error: new CertificateeError("ENDPOINT_ERROR", "the driver reported no result for this write"),
+	};
+	view.result = r.ok ? "ok" : "failed";
+	if (r.note) view.note = r.note;
+	if (r.reloadCaused) view.reloadCaused = r.reloadCaused;
+	if (r.reloadNeeded) view.reloadNeeded = r.reloadNeeded;
+	const refusal = r.error ? pinnedBy(action, r.error) : undefined;
+	if (refusal !== undefined) {
+		// Refused by the configuration, not failed: reported as pinned, kept and synced from the next cycle.
+		view.result = "skipped";
+		view.note = `pinned: ${refusal}`;
+		pinnedRefs.set(action.ref, refusal);
+	} else if (r.error) {
+		view.error = errorView(r.error);
+		failedRefs.add(action.ref);
+	}
 }
 
 async function observeSafely(job: EndpointJob): Promise<EndpointObservation> {

@@ -178,6 +178,13 @@ export interface EndpointDriver {
 	readonly reinserts?: boolean;
 	observe(signal: AbortSignal): Promise<EndpointObservation>;
 	apply(action: HaproxyAction, signal: AbortSignal): Promise<ActionResult>;
+	/**
+	 * Performs several independent actions on distinct refs, each of an op in `batches`, at once (see
+	 * reconcile/batches.ts): results in the same order, each as apply() would report it. Absent: one apply() at a time.
+	 */
+	applyBatch?(actions: readonly HaproxyAction[], signal: AbortSignal): Promise<ActionResult[]>;
+	/** The ops applyBatch() takes. */
+	readonly batches?: ReadonlySet<HaproxyAction["op"]>;
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
 	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
 	/**

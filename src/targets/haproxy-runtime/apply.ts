@@ -16,8 +16,8 @@ import { endpointError, type RuntimeContext } from "./context.js";
 import { editCrtListFile } from "./crt-list-files.js";
 import { servedNames } from "./observe.js";
 import type { CertDetail } from "./parse.js";
-import { chainNames, refPath, removeFile, writeAtomic } from "./storage.js";
-import { addCertificate, updateCertificate } from "./transaction.js";
+import { chainNames, refPath, removeFile, writeAtomic, writeAtomicMany } from "./storage.js";
+import { addCertificate, updateCertificate, updateCertificates } from "./transaction.js";
 
 type ActionOf<Op extends HaproxyAction["op"]> = Extract<HaproxyAction, { op: Op }>;
 
@@ -30,14 +30,96 @@ export async function applyRuntimeAction(
 		signal.throwIfAborted();
 		return await perform(ctx, action);
 	} catch (e) {
-		const error = endpointError(ctx, e, action.op);
-		const result: ActionResult = { action, ok: false, error };
-		if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
-			result.note = PENDING_RELOAD_NOTE;
-			result.reloadNeeded = "too-large";
-		}
-		return result;
+		return failed(ctx, action, e);
 	}
+}
+
+/** What applyRuntimeBatch() takes: storage writes (written and fsynced together) and runtime sets (back to back). */
+export const BATCHED_OPS: ReadonlySet<HaproxyAction["op"]> = new Set([
+	"storage-create",
+	"storage-replace",
+	"runtime-set",
+]);
+
+/**
+ * Several actions on distinct refs, independent of each other (reconcile/batches.ts), each reported as
+ * applyRuntimeAction() would: storage writes durable together (one directory fsync) before this returns;
+ * runtime sets in order in one turn of the node's writer. Any other op: one at a time.
+ */
+export async function applyRuntimeBatch(
+	ctx: RuntimeContext,
+	actions: readonly HaproxyAction[],
+	signal: AbortSignal,
+): Promise<ActionResult[]> {
+	const storage = actions.filter((a): a is ActionOf<"storage-create" | "storage-replace"> =>
+		isStorageWrite(a),
+	);
+	const sets = actions.filter((a): a is ActionOf<"runtime-set"> => a.op === "runtime-set");
+	if (storage.length + sets.length !== actions.length || (storage.length > 0 && sets.length > 0)) {
+		const results: ActionResult[] = [];
+		for (const action of actions) results.push(await applyRuntimeAction(ctx, action, signal));
+		return results;
+	}
+	try {
+		signal.throwIfAborted();
+		return storage.length > 0 ? await writeStorageBatch(ctx, storage) : await setRuntimeBatch(ctx, sets);
+	} catch (e) {
+		return actions.map((action) => failed(ctx, action, e));
+	}
+}
+
+function isStorageWrite(a: HaproxyAction): a is ActionOf<"storage-create" | "storage-replace"> {
+	return a.op === "storage-create" || a.op === "storage-replace";
+}
+
+/** A failed action as a value; one too large for the socket waits for a reload (its file is written). */
+function failed(ctx: RuntimeContext, action: HaproxyAction, e: unknown): ActionResult {
+	const error = endpointError(ctx, e, action.op);
+	const result: ActionResult = { action, ok: false, error };
+	if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
+		result.note = PENDING_RELOAD_NOTE;
+		result.reloadNeeded = "too-large";
+	}
+	return result;
+}
+
+async function writeStorageBatch(
+	ctx: RuntimeContext,
+	actions: ReadonlyArray<ActionOf<"storage-create" | "storage-replace">>,
+): Promise<ActionResult[]> {
+	const errors = await writeAtomicMany(
+		ctx.config.crt_dir,
+		actions.map((a) => ({ ref: a.ref, content: combinedPem(a.bundle) })),
+	);
+	return actions.map((action, i) => {
+		const error = errors[i];
+		return error ? failed(ctx, action, error) : { action, ok: true };
+	});
+}
+
+/** setRuntime() for several refs: the checks first (current content read pipelined), then one batch of writes. */
+async function setRuntimeBatch(
+	ctx: RuntimeContext,
+	actions: ReadonlyArray<ActionOf<"runtime-set">>,
+): Promise<ActionResult[]> {
+	const invalid = actions.map((a) => checkSendable(ctx, a.bundle, a.ref));
+	const current = await Promise.all(
+		actions.map((a, i) => (invalid[i] ? undefined : ctx.client.showCert(a.runtimeName))),
+	);
+	const results: Array<ActionResult | undefined> = actions.map((action, i) => {
+		const refused = invalid[i] ?? nameRemovalRefused(ctx, action, current[i]);
+		return refused ? { action, ok: false, error: refused } : undefined;
+	});
+	const toWrite = actions.flatMap((action, i) => (results[i] === undefined ? [{ action, i }] : []));
+	const written = await updateCertificates(
+		ctx.client,
+		toWrite.map(({ action }) => ({ name: action.runtimeName, pem: combinedPem(action.bundle) })),
+	);
+	for (const [n, { action, i }] of toWrite.entries()) {
+		const w = written[n];
+		results[i] = w instanceof Error || w === undefined ? failed(ctx, action, w) : { action, ok: true };
+	}
+	return results as ActionResult[];
 }
 
 function perform(ctx: RuntimeContext, action: HaproxyAction): Promise<ActionResult> {
@@ -142,19 +224,26 @@ async function addToCrtListFile(action: ActionOf<"crt-list-file-add">): Promise<
 async function setRuntime(ctx: RuntimeContext, action: ActionOf<"runtime-set">): Promise<ActionResult> {
 	const invalid = checkSendable(ctx, action.bundle, action.ref);
 	if (invalid) return { action, ok: false, error: invalid };
-	const current = await ctx.client.showCert(action.runtimeName);
-	const refused = current
-		? checkNameRemoval({
-				current: servedNames(current),
-				next: [...action.bundle.leaf.dnsNames, ...action.bundle.leaf.ipAddresses],
-				allowNameRemoval: ctx.config.allow_name_removal,
-				endpoint: ctx.config.name,
-				ref: action.ref,
-			})
-		: undefined;
+	const refused = nameRemovalRefused(ctx, action, await ctx.client.showCert(action.runtimeName));
 	if (refused) return { action, ok: false, error: refused };
 	await updateCertificate(ctx.client, action.runtimeName, combinedPem(action.bundle));
 	return { action, ok: true };
+}
+
+/** The write would drop names HAProxy serves for this ref (without allow_name_removal): the refusal. */
+function nameRemovalRefused(
+	ctx: RuntimeContext,
+	action: ActionOf<"runtime-set">,
+	current: CertDetail | undefined,
+): CertificateeError | undefined {
+	if (current === undefined) return undefined;
+	return checkNameRemoval({
+		current: servedNames(current),
+		next: [...action.bundle.leaf.dnsNames, ...action.bundle.leaf.ipAddresses],
+		allowNameRemoval: ctx.config.allow_name_removal,
+		endpoint: ctx.config.name,
+		ref: action.ref,
+	});
 }
 
 /** Makes a new certificate live through its crt-list; without that list in HAProxy it waits for a reload. */

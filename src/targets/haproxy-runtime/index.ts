@@ -8,7 +8,7 @@
  */
 import { probeServed } from "../../probe/index.js";
 import { type EndpointDriver, runtimeNameOf, storageDirName } from "../../reconcile/model.js";
-import { applyRuntimeAction } from "./apply.js";
+import { applyRuntimeAction, applyRuntimeBatch, BATCHED_OPS } from "./apply.js";
 import type { RuntimeContext } from "./context.js";
 import { reloadThroughMaster } from "./master.js";
 import { observeRuntime } from "./observe.js";
@@ -63,6 +63,8 @@ export function createRuntimeEndpoint(
 		reinserts: true,
 		observe: (signal) => observeRuntime(ctx, signal),
 		apply: (action, signal) => applyRuntimeAction(ctx, action, signal),
+		applyBatch: (actions, signal) => applyRuntimeBatch(ctx, actions, signal),
+		batches: BATCHED_OPS,
 		close: () => client.close(),
 	};
 	const master = config.master_cli ?? (config.master_socket ? config.socket : undefined);

@@ -4,7 +4,7 @@
  * worker it talks to.
  *
  * - Ordering: reads are pipelined behind the last lone command; any other command waits for everything
- *   before it and runs alone.
+ *   before it and runs alone (a group sent together, such as `set` + `commit`, runs alone as one).
  * - A read is re-sent once on a fresh connection when the old one closed under it.
  * - Every new connection asks `show info` and records the worker's `Pid`; a change counts as a reload.
  */
@@ -69,6 +69,26 @@ export class RuntimeSession {
 		const prior = [this.#barrier, ...this.#reads];
 		this.#reads.clear();
 		const task = Promise.all(prior).then(() => this.#sendNow(request, false));
+		this.#barrier = task.catch(() => undefined);
+		return task;
+	}
+
+	/**
+	 * Writes several requests back to back, without waiting for an answer in between, and resolves with their
+	 * answers in order. Ordered like any command that is not a read (alone, after everything before it); never
+	 * re-sent (what ran before the connection closed is unknown).
+	 */
+	sendTogether(requests: readonly string[]): Promise<string[]> {
+		const prior = [this.#barrier, ...this.#reads];
+		this.#reads.clear();
+		const task = Promise.all(prior).then(async () => {
+			const connection = await this.#connect();
+			try {
+				return await Promise.all(requests.map((r) => connection.send(r, this.#options.timeoutMs)));
+			} finally {
+				if (this.#connection === connection && connection.closed) this.#connection = undefined;
+			}
+		});
 		this.#barrier = task.catch(() => undefined);
 		return task;
 	}

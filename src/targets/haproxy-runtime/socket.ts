@@ -167,6 +167,27 @@ export class RuntimeClient {
 		return text.startsWith("Transaction created") ? "created" : "updated";
 	}
 
+	/**
+	 * `set ssl cert` and `commit ssl cert` written back to back (one transaction; research/haproxy-runtime.md
+	 * §2.4): true when both succeeded. false when either did not (locked, another transaction open, refused):
+	 * the caller then aborts what is left open and writes the careful way (setCert, then commitCert). A request
+	 * that cannot be sent (too large, unsafe name) throws as setCert would.
+	 */
+	async setAndCommit(name: string, pem: string): Promise<boolean> {
+		const payload = normalisePem(pem);
+		if (payload === "") throw this.#failed("set ssl cert", name, "the payload holds no PEM block");
+		const safe = checkName(name, this.name);
+		const requests = [
+			frameRequest(`set ssl cert ${safe}`, payload, this.#framing),
+			frameRequest(`commit ssl cert ${safe}`, undefined, this.#framing),
+		];
+		const [set = "", commit = ""] = await this.#session.sendTogether(requests);
+		return (
+			readAnswer(set, (t) => expect.set(name, t)).kind === "ok" &&
+			readAnswer(commit, (t) => expect.commit(name, t)).kind === "ok"
+		);
+	}
+
 	async commitCert(name: string): Promise<void> {
 		const command = `commit ssl cert ${checkName(name, this.name)}`;
 		await this.#ssl({ command, subject: name, check: (t) => expect.commit(name, t) });

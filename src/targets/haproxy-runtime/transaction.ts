@@ -5,7 +5,7 @@
  */
 import { X509Certificate } from "node:crypto";
 import { normaliseSerial } from "../../certificates/index.js";
-import { CertificateeError } from "../../errors.js";
+import { CertificateeError, describeError } from "../../errors.js";
 import { type CertDetail, normalisePem } from "./parse.js";
 import type { CrtListEntryOptions, RuntimeClient } from "./socket.js";
 
@@ -21,8 +21,73 @@ export interface RuntimeWrite {
 }
 
 /** Replaces the content of an existing certificate store: set, commit, read back. */
-export function updateCertificate(client: RuntimeClient, name: string, pem: string): Promise<RuntimeWrite> {
-	return client.exclusive(() => write(client, name, pem, undefined));
+export async function updateCertificate(
+	client: RuntimeClient,
+	name: string,
+	pem: string,
+): Promise<RuntimeWrite> {
+	const [result] = await updateCertificates(client, [{ name, pem }]);
+	if (result instanceof Error || result === undefined) throw result;
+	return result;
+}
+
+/**
+ * Replaces several existing certificate stores in one turn of the node's writer: the worker noted and a stale
+ * transaction aborted once, then each certificate's `set` and `commit` written back to back (one transaction at
+ * a time, in order; one that does not go through is aborted and written again the careful way), then the worker
+ * compared and every certificate read back (reads pipelined). One result per item, in order: the write, or why
+ * it failed.
+ */
+export function updateCertificates(
+	client: RuntimeClient,
+	items: ReadonlyArray<{ name: string; pem: string }>,
+): Promise<Array<RuntimeWrite | CertificateeError>> {
+	return client.exclusive(async () => {
+		const results: Array<RuntimeWrite | CertificateeError | undefined> = items.map(() => undefined);
+		const expected = items.map(({ name, pem }, i) => {
+			try {
+				return leafIdentity(pem, client.name, name);
+			} catch (e) {
+				results[i] = asError(client, e, name);
+				return undefined;
+			}
+		});
+		const before = await client.checkWorker();
+		const abortedStale = await abortOpenTransaction(client);
+		for (const [i, { name, pem }] of items.entries()) {
+			if (results[i] !== undefined) continue;
+			try {
+				if (!(await client.setAndCommit(name, pem))) {
+					await abortOpenTransaction(client);
+					await client.setCert(name, pem);
+					await client.commitCert(name);
+				}
+			} catch (e) {
+				await abortOpenTransaction(client).catch(() => undefined);
+				results[i] = asError(client, e, name);
+			}
+		}
+		const reloaded = await workerChanged(client, before);
+		const details = await Promise.all(
+			items.map(({ name }, i) =>
+				results[i] === undefined && reloaded === undefined ? client.showCert(name) : undefined,
+			),
+		);
+		return items.map(({ name }, i) => {
+			const done = results[i];
+			if (done !== undefined) return done;
+			if (reloaded !== undefined) return reloaded(name);
+			const detail = details[i];
+			const problem = readBackProblem(client, name, expected[i], detail);
+			if (problem) return problem;
+			return {
+				detail: detail as CertDetail,
+				...(abortedStale !== undefined ? { abortedStale } : {}),
+				created: false,
+				addedToCrtList: false,
+			};
+		});
+	});
 }
 
 /**
@@ -44,7 +109,7 @@ async function write(
 	client: RuntimeClient,
 	name: string,
 	pem: string,
-	add: { list: string; entry: CrtListEntryOptions } | undefined,
+	add: { list: string; entry: CrtListEntryOptions },
 ): Promise<RuntimeWrite> {
 	const expected = leafIdentity(pem, client.name, name);
 	const before = await client.checkWorker();
@@ -52,30 +117,42 @@ async function write(
 	let created = false;
 	let addedToCrtList = false;
 	try {
-		if (add) {
-			const existing = await client.showCert(name);
-			if (existing === undefined) {
-				await client.newCert(name);
-				created = true;
-			}
+		if ((await client.showCert(name)) === undefined) {
+			await client.newCert(name);
+			created = true;
 		}
 		await client.setCert(name, pem);
 		await client.commitCert(name);
-		if (add) {
-			const entries = (await client.showCrtList(add.list)) ?? [];
-			if (!entries.some((e) => e.file === name)) {
-				await client.addCrtListEntry(add.list, name, add.entry);
-				addedToCrtList = true;
-			}
+		const entries = (await client.showCrtList(add.list)) ?? [];
+		if (!entries.some((e) => e.file === name)) {
+			await client.addCrtListEntry(add.list, name, add.entry);
+			addedToCrtList = true;
 		}
 	} catch (e) {
 		await abortOpenTransaction(client).catch(() => undefined);
 		if (created) await client.delCert(name).catch(() => undefined);
 		throw e;
 	}
+	const reloaded = await workerChanged(client, before);
+	if (reloaded !== undefined) throw reloaded(name);
+	const detail = await client.showCert(name);
+	const problem = readBackProblem(client, name, expected, detail);
+	if (problem) throw problem;
+	return { detail: detail as CertDetail, abortedStale, created, addedToCrtList };
+}
+
+/**
+ * After writes: undefined when the worker is the one noted before them; else the error each write reports (it
+ * reached a stopping worker; the new one serves the files on disk).
+ */
+async function workerChanged(
+	client: RuntimeClient,
+	before: { pid: number },
+): Promise<((name: string) => CertificateeError) | undefined> {
 	const after = await client.checkWorker();
-	if (after.pid !== before.pid) {
-		throw new CertificateeError(
+	if (after.pid === before.pid) return undefined;
+	return (name) =>
+		new CertificateeError(
 			"RUNTIME_RELOADED",
 			`HAProxy on ${client.name} reloaded during the write of ${name} (worker ${before.pid} -> ${after.pid}); the new worker serves the files on disk`,
 			{
@@ -84,16 +161,34 @@ async function write(
 				hint: "the write is retried on the new worker in the next cycle",
 			},
 		);
-	}
-	const detail = await client.showCert(name);
-	if (!detail || detail.serial !== expected.serial || detail.sha1 !== expected.sha1) {
-		throw new CertificateeError(
-			"RUNTIME_COMMAND_FAILED",
-			`read-back of ${name} on ${client.name} shows serial ${detail?.serial ?? "(none)"}, expected ${expected.serial}`,
-			{ context: { endpoint: client.name, certificate: name, operation: "show ssl cert" } },
-		);
-	}
-	return { detail, abortedStale, created, addedToCrtList };
+}
+
+/** The read-back does not show the certificate written: the error; else undefined. */
+function readBackProblem(
+	client: RuntimeClient,
+	name: string,
+	expected: { serial: string; sha1: string } | undefined,
+	detail: CertDetail | undefined,
+): CertificateeError | undefined {
+	if (detail && expected && detail.serial === expected.serial && detail.sha1 === expected.sha1)
+		return undefined;
+	return new CertificateeError(
+		"RUNTIME_COMMAND_FAILED",
+		`read-back of ${name} on ${client.name} shows serial ${detail?.serial ?? "(none)"}, expected ${expected?.serial}`,
+		{ context: { endpoint: client.name, certificate: name, operation: "show ssl cert" } },
+	);
+}
+
+function asError(client: RuntimeClient, e: unknown, name: string): CertificateeError {
+	if (e instanceof CertificateeError) return e;
+	return new CertificateeError(
+		"RUNTIME_COMMAND_FAILED",
+		`${client.name}: writing ${name} failed: ${describeError(e)}`,
+		{
+			context: { endpoint: client.name, certificate: name, operation: "set ssl cert" },
+			cause: e,
+		},
+	);
 }
 
 /** Aborts whatever transaction is open on the node; returns its name. */

@@ -4,7 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../../src/errors.js";
 import { probeServed } from "../../../src/probe/index.js";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
-import { addCertificate, updateCertificate } from "../../../src/targets/haproxy-runtime/transaction.js";
+import {
+	addCertificate,
+	updateCertificate,
+	updateCertificates,
+} from "../../../src/targets/haproxy-runtime/transaction.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
 
@@ -274,5 +278,26 @@ describe("targets/haproxy-runtime/socket against a real HAProxy", () => {
 			await c.close();
 			await short.stop();
 		}
+	});
+
+	it("updateCertificates writes several back to back; one that fails is reported alone and leaves no transaction", async () => {
+		const nameA = join(h.crtDir, "a.pem");
+		const nameChain = join(h.crtDir, "chain.pem");
+		const a4 = await issueTestLeaf(ca, { names: ["a.test", "www.a.test"], serial: "1A04" });
+		const other = await issueTestLeaf(ca, { names: ["chain.test"] });
+		const chain2 = await issueTestLeaf(ca, { names: ["chain.test"], intermediates: [intermediate] });
+		// A stale transaction from someone else is aborted first.
+		expect(await client.setCert(nameChain, chained.combinedPem)).toBe("created");
+		const results = await updateCertificates(client, [
+			{ name: nameChain, pem: `${other.certPem}\n${a4.keyPem}` }, // key mismatch: refused at commit
+			{ name: nameA, pem: a4.combinedPem },
+			{ name: nameChain, pem: chain2.combinedPem },
+		]);
+		expect(results[0]).toMatchObject({ code: "RUNTIME_COMMAND_FAILED" });
+		expect(results[1]).toMatchObject({ abortedStale: nameChain, detail: { serial: "1A04" } });
+		expect(results[2]).toMatchObject({ detail: { serial: chain2.serial, sha1: sha1(chain2.certPem) } });
+		expect((await client.showCerts()).transaction).toBeUndefined();
+		expect((await probeServed({ address: h.address, sni: "a.test" })).serial).toBe("1A04");
+		expect((await probeServed({ address: h.address, sni: "chain.test" })).serial).toBe(chain2.serial);
 	});
 });
