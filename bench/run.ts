@@ -7,7 +7,7 @@
  *   npm run bench -- --help
  */
 import { cpus, loadavg } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { printResult, type ScenarioResult, writeResult } from "./lib/report.js";
@@ -37,6 +37,7 @@ const { values, positionals } = parseArgs({
 		swaps: { type: "string" },
 		kills: { type: "string" },
 		dir: { type: "string" },
+		"cpu-prof": { type: "string" },
 	},
 });
 
@@ -56,7 +57,12 @@ for (const s of chosen) {
 }
 
 const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
-	served: () => served({ certs: num(values.certs, full ? 5000 : 1000), roll: num(values.roll, 100) }),
+	served: () =>
+		served({
+			certs: num(values.certs, full ? 5000 : 1000),
+			roll: num(values.roll, 100),
+			...(values["cpu-prof"] ? { cpuProfDir: resolve(values["cpu-prof"]) } : {}),
+		}),
 	hotswap: () => hotswap({ certs: num(values.certs, full ? 5000 : 1000), roll: num(values.roll, 100) }),
 	observe: () =>
 		observe({
@@ -99,7 +105,7 @@ for (const s of chosen) {
 		printResult(result);
 		// Default-size runs are <date>-<scenario>; any other size gets "-full" or "-custom" so it never overwrites them.
 		const sized = Object.keys(values).some(
-			(k) => !["full", "help"].includes(k) && values[k as keyof typeof values] !== undefined,
+			(k) => !["full", "help", "cpu-prof"].includes(k) && values[k as keyof typeof values] !== undefined,
 		);
 		const suffix = values.full ? "-full" : sized ? "-custom" : "";
 		const files = writeResult(resultsDir, { ...result, scenario: `${result.scenario}${suffix}` }, command);

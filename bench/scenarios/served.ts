@@ -9,13 +9,14 @@
  *             has converged; the K files are renamed into its source directory (how a renewal tool drops them);
  *   reload    the deploy-hook way: the K files written into HAProxy's crt directory, then a reload (SIGUSR2).
  */
-import { mkdir, mkdtemp, open, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, open, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { probeServed } from "../../src/probe/index.js";
 import { ensureBuilt, spawnCertificatee } from "../../test/harness/cli.js";
 import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
+import { profileTable, summariseProfile } from "../lib/cpuprof.js";
 import { crtDirFiles, makeCerts, type PoolCert } from "../lib/pool.js";
 import { cpuSeconds, seconds } from "../lib/proc.js";
 import { masterReady } from "../lib/reload.js";
@@ -24,6 +25,8 @@ import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
 export interface ServedOptions {
 	certs: number;
 	roll: number;
+	/** Profile the daemon (node --cpu-prof) into this directory and summarise the wait's self times there. */
+	cpuProfDir?: string;
 }
 
 interface Run {
@@ -33,6 +36,8 @@ interface Run {
 	cpuS?: number;
 	/** The daemon's cycles that finished during the wait: writes and duration of each (daemon only). */
 	cycles?: Array<{ writes: number; durationMs: number }>;
+	/** With cpuProfDir: the summary file of the daemon's profile. */
+	profile?: string;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -133,7 +138,12 @@ async function floor(base: PoolCert[], renewed: PoolCert[]): Promise<Run> {
 	}
 }
 
-async function daemon(base: PoolCert[], renewed: PoolCert[], scratch: string): Promise<Run> {
+async function daemon(
+	base: PoolCert[],
+	renewed: PoolCert[],
+	scratch: string,
+	cpuProfDir: string | undefined,
+): Promise<Run> {
 	const h = await startHaproxy({ crtDir: crtDirFiles(base) });
 	const work = await mkdtemp(join(scratch, "daemon-"));
 	const source = join(work, "source");
@@ -152,7 +162,11 @@ async function daemon(base: PoolCert[], renewed: PoolCert[], scratch: string): P
 			`  - { name: lb, type: haproxy-runtime, socket: ${h.adminSocket}, crt_dir: ${h.crtDir} }`,
 		].join("\n"),
 	);
-	const d = spawnCertificatee(["run", "--config", config]);
+	if (cpuProfDir) await mkdir(cpuProfDir, { recursive: true });
+	const d = spawnCertificatee(
+		["run", "--config", config],
+		cpuProfDir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] } : {},
+	);
 	try {
 		await d.waitForLog(/cycle finished/, { timeoutMs: 300_000 });
 		await sleep(2500); // past the source's racy window, as a long-running daemon would be
@@ -169,10 +183,19 @@ async function daemon(base: PoolCert[], renewed: PoolCert[], scratch: string): P
 		const wallS = seconds(started);
 		// Untimed: the cycle that served the last name finishes after its probes.
 		await d.waitForLog(/cycle finished/, { from, timeoutMs: 60_000 });
+		const cpuS = cpuSeconds(d.child.pid!) - cpu0;
+		let profile: string | undefined;
+		if (cpuProfDir) {
+			// The profile is written at a clean exit only.
+			d.signal("SIGTERM");
+			await d.exited;
+			profile = await summariseInto(cpuProfDir);
+		}
 		return {
 			variant: "daemon",
 			wallS,
-			cpuS: cpuSeconds(d.child.pid!) - cpu0,
+			cpuS,
+			...(profile ? { profile } : {}),
 			cycles: d.logs
 				.slice(from)
 				.filter((l) => l.msg === "cycle finished")
@@ -182,6 +205,20 @@ async function daemon(base: PoolCert[], renewed: PoolCert[], scratch: string): P
 		await d.stop();
 		await h.stop();
 	}
+}
+
+/** Summarises the newest profile in `dir` into `dir`/summary.md; returns its path. */
+async function summariseInto(dir: string): Promise<string | undefined> {
+	const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile")).sort();
+	const newest = files.at(-1);
+	if (newest === undefined) return undefined;
+	const summary = join(dir, "summary.md");
+	const table = profileTable(summariseProfile(join(dir, newest), { idleGapMs: 1500 }));
+	await writeFile(
+		summary,
+		`# certificatee run during the served wait: self time (node --cpu-prof)\n\nProfile ${newest}; the window is the busy stretch after the daemon's last idle gap (≥ 1.5 s), i.e. the cycles during the wait.\n\n${table}\n`,
+	);
+	return summary;
 }
 
 async function reload(base: PoolCert[], renewed: PoolCert[]): Promise<Run> {
@@ -213,7 +250,7 @@ export async function served(o: ServedOptions): Promise<ScenarioResult> {
 		// The renewed certificates keep the names of the first K loaded ones.
 		const renewed = fresh.map((c, i) => ({ ...c, name: base[i]!.name, sni: base[i]!.sni }));
 		const fl = await floor(base, renewed);
-		const dm = await daemon(base, renewed, scratch);
+		const dm = await daemon(base, renewed, scratch, o.cpuProfDir);
 		const rl = await reload(base, renewed);
 		const rows: Row[] = [
 			{
@@ -243,6 +280,7 @@ export async function served(o: ServedOptions): Promise<ScenarioResult> {
 				`floor ${fl.wallS.toFixed(2)} s, certificatee ${dm.wallS.toFixed(2)} s (its CPU ${dm.cpuS?.toFixed(2)} s; cycles during the wait: ${(dm.cycles ?? []).map((c) => `${c.writes} writes in ${(c.durationMs / 1000).toFixed(2)} s`).join(", ") || "none"}), reload ${rl.wallS.toFixed(2)} s.`,
 				"Each variant on a fresh HAProxy (Debian 2.6, master-worker) loaded with the same N certificates; the clock runs from the first file write until the last of the K names serves its new serial (4 TLS pollers by SNI, started with the work).",
 				"The daemon had converged and been idle > 2 s (its directory source caches parsed files by identity); debounce 100 ms.",
+				...(dm.profile ? [`Daemon CPU profile summary (self time during the wait): ${dm.profile}`] : []),
 			],
 			durationS: seconds(t0),
 		};

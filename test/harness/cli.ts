@@ -75,9 +75,9 @@ export interface Daemon {
 
 export function spawnCertificatee(
 	args: string[],
-	options: { cwd?: string; env?: Record<string, string> } = {},
+	options: { cwd?: string; env?: Record<string, string>; nodeArgs?: string[] } = {},
 ): Daemon {
-	const child = spawn(process.execPath, [CLI, ...args], {
+	const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, ...args], {
 		env: { ...process.env, NO_COLOR: "1", ...options.env },
 		stdio: ["ignore", "pipe", "pipe"],
 		...(options.cwd ? { cwd: options.cwd } : {}),
