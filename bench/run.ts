@@ -37,7 +37,6 @@ const { values, positionals } = parseArgs({
 		swaps: { type: "string" },
 		kills: { type: "string" },
 		dir: { type: "string" },
-		"cpu-prof": { type: "string" },
 	},
 });
 

@@ -15,8 +15,15 @@ export interface SelfTime {
 	share: number;
 }
 
-/** Self time per function (summed over its nodes), largest first. */
-export function selfTimes(file: string, top = 25): { totalMs: number; rows: SelfTime[] } {
+/**
+ * Self time per function (summed over its nodes), largest first. `afterIdleGapMs`: only the samples after the
+ * last run of "(idle)" samples lasting that long (a daemon's work after a quiet spell, not its start).
+ */
+export function selfTimes(
+	file: string,
+	top = 25,
+	options: { afterIdleGapMs?: number } = {},
+): { totalMs: number; rows: SelfTime[] } {
 	const profile = JSON.parse(readFileSync(file, "utf8")) as {
 		nodes: ProfileNode[];
 		samples: number[];
@@ -25,8 +32,11 @@ export function selfTimes(file: string, top = 25): { totalMs: number; rows: Self
 		endTime: number;
 	};
 	const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+	const from =
+		options.afterIdleGapMs === undefined ? 0 : afterLastIdleGap(profile, byId, options.afterIdleGapMs);
 	const msById = new Map<number, number>();
 	profile.samples.forEach((id, i) => {
+		if (i < from) return;
 		msById.set(id, (msById.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000);
 	});
 	const total = [...msById.values()].reduce((a, b) => a + b, 0);
@@ -47,8 +57,32 @@ export function selfTimes(file: string, top = 25): { totalMs: number; rows: Self
 	return { totalMs: total, rows };
 }
 
-export function selfTimeMarkdown(file: string, title: string, top = 25): string {
-	const { totalMs, rows } = selfTimes(file, top);
+/** The index of the first sample after the last run of idle samples lasting `gapMs` or more (0: none). */
+function afterLastIdleGap(
+	profile: { samples: number[]; timeDeltas: number[] },
+	byId: ReadonlyMap<number, ProfileNode>,
+	gapMs: number,
+): number {
+	let start = 0;
+	let idleMs = 0;
+	profile.samples.forEach((id, i) => {
+		if (byId.get(id)?.callFrame.functionName === "(idle)") {
+			idleMs += (profile.timeDeltas[i] ?? 0) / 1000;
+			return;
+		}
+		if (idleMs >= gapMs) start = i;
+		idleMs = 0;
+	});
+	return start;
+}
+
+export function selfTimeMarkdown(
+	file: string,
+	title: string,
+	top = 25,
+	options: { afterIdleGapMs?: number } = {},
+): string {
+	const { totalMs, rows } = selfTimes(file, top, options);
 	return [
 		`### ${title}`,
 		"",

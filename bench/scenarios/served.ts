@@ -9,14 +9,14 @@
  *             has converged; the K files are renamed into its source directory (how a renewal tool drops them);
  *   reload    the deploy-hook way: the K files written into HAProxy's crt directory, then a reload (SIGUSR2).
  */
-import { mkdir, mkdtemp, open, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, open, rename, rm, writeFile } from "node:fs/promises";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { probeServed } from "../../src/probe/index.js";
 import { ensureBuilt, spawnCertificatee } from "../../test/harness/cli.js";
 import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
-import { profileTable, summariseProfile } from "../lib/cpuprof.js";
+import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
 import { crtDirFiles, makeCerts, type PoolCert } from "../lib/pool.js";
 import { cpuSeconds, seconds } from "../lib/proc.js";
 import { masterReady } from "../lib/reload.js";
@@ -189,7 +189,7 @@ async function daemon(
 			// The profile is written at a clean exit only.
 			d.signal("SIGTERM");
 			await d.exited;
-			profile = await summariseInto(cpuProfDir);
+			profile = await summariseInto(cpuProfDir, d.child.pid ?? 0);
 		}
 		return {
 			variant: "daemon",
@@ -207,16 +207,18 @@ async function daemon(
 	}
 }
 
-/** Summarises the newest profile in `dir` into `dir`/summary.md; returns its path. */
-async function summariseInto(dir: string): Promise<string | undefined> {
-	const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile")).sort();
-	const newest = files.at(-1);
-	if (newest === undefined) return undefined;
+/** Summarises the daemon's profile in `dir` (its work after the last idle gap: the wait) into `dir`/summary.md. */
+async function summariseInto(dir: string, pid: number): Promise<string> {
 	const summary = join(dir, "summary.md");
-	const table = profileTable(summariseProfile(join(dir, newest), { idleGapMs: 1500 }));
+	const table = selfTimeMarkdown(
+		busiestProfile(dir, pid),
+		"certificatee run during the served wait: self time (node --cpu-prof)",
+		25,
+		{ afterIdleGapMs: 1500 },
+	);
 	await writeFile(
 		summary,
-		`# certificatee run during the served wait: self time (node --cpu-prof)\n\nProfile ${newest}; the window is the busy stretch after the daemon's last idle gap (≥ 1.5 s), i.e. the cycles during the wait.\n\n${table}\n`,
+		`${table}\nThe window is the daemon's work after its last idle gap of 1.5 s or more: the cycles during the wait, not its start and first convergence.\n`,
 	);
 	return summary;
 }
