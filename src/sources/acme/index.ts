@@ -11,6 +11,7 @@ import { createSecureContext } from "node:tls";
 import acme from "acme-client";
 import pLimit from "p-limit";
 import { Agent } from "undici";
+import { encodePem, splitPem } from "../../certificates/pem.js";
 import { Secret } from "../../certificates/types.js";
 import { CertificateeError } from "../../errors.js";
 import type { StateStore } from "../../store/types.js";
@@ -26,6 +27,7 @@ import {
 import { type AccountStore, storedAccount } from "./account.js";
 import { ariCertId, parseRenewalInfo } from "./ari.js";
 import { type ChallengeSolver, createChallengeSolver } from "./challenges.js";
+import { createCsr } from "./csr.js";
 import { createDnsHook, type DnsHook } from "./dns01.js";
 import { createHttp01Responder, type Http01Responder } from "./http01.js";
 import { createHttp01MapResponder } from "./http01-map.js";
@@ -388,16 +390,19 @@ async function finalizeAndDownload(
 	scope: ProblemScope,
 ): Promise<IssuedPem> {
 	scope.operation = "finalize";
-	const keyPem = await createCertificateKey(request.keyType);
+	const { privateKey, publicKey, keyPem } = await createCertificateKey(request.keyType);
 	const first = domains[0]!;
-	const [, csr] = await acme.crypto.createCsr(
-		{ altNames: domains, ...(first.length <= 64 && !isIP(first) ? { commonName: first } : {}) },
-		keyPem,
+	const csr = createCsr(
+		domains,
+		first.length <= 64 && !isIP(first) ? first : undefined,
+		privateKey,
+		publicKey,
 	);
 	const finalized = await client.finalizeOrder(order, csr);
 	scope.operation = "certificate download";
 	const pem = await client.getCertificate(finalized, config.preferred_chain);
-	const [certPem, ...chain] = acme.crypto.splitPemChain(pem);
+	const split = splitPem(String(pem));
+	const [certPem, ...chain] = split.ok ? split.blocks.map((b) => encodePem(b.label, b.der)) : [];
 	if (!certPem) {
 		throw new CertificateeError("ACME_ERROR", `the CA returned no certificate for ${request.certificate}`, {
 			context: { endpoint: directoryUrl },

@@ -1,22 +1,29 @@
-/** Private keys for issued certificates: a new one per issuance, PKCS#8 PEM. */
-import { generateKeyPair } from "node:crypto";
+/** Private keys for issued certificates: a new one per issuance, as KeyObjects (for the CSR) and PKCS#8 PEM. */
+import { generateKeyPair, type KeyObject } from "node:crypto";
 import type { KeyType } from "../types.js";
+
+export interface CertificateKey {
+	privateKey: KeyObject;
+	publicKey: KeyObject;
+	/** PKCS#8 PEM of privateKey: what is stored. */
+	keyPem: string;
+}
 
 function generate(
 	options: { type: "ec"; namedCurve: string } | { type: "rsa"; modulusLength: number },
-): Promise<string> {
-	const encoding = {
-		privateKeyEncoding: { type: "pkcs8", format: "pem" },
-		publicKeyEncoding: { type: "spki", format: "pem" },
-	} as const;
+): Promise<CertificateKey> {
 	return new Promise((resolve, reject) => {
-		const done = (err: Error | null, _pub: string, priv: string) => (err ? reject(err) : resolve(priv));
-		if (options.type === "ec") generateKeyPair("ec", { namedCurve: options.namedCurve, ...encoding }, done);
-		else generateKeyPair("rsa", { modulusLength: options.modulusLength, ...encoding }, done);
+		const done = (err: Error | null, publicKey: KeyObject, privateKey: KeyObject) => {
+			if (err) return reject(err);
+			const keyPem = privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+			resolve({ privateKey, publicKey, keyPem });
+		};
+		if (options.type === "ec") generateKeyPair("ec", { namedCurve: options.namedCurve }, done);
+		else generateKeyPair("rsa", { modulusLength: options.modulusLength }, done);
 	});
 }
 
-export function createCertificateKey(keyType: KeyType): Promise<string> {
+export function createCertificateKey(keyType: KeyType): Promise<CertificateKey> {
 	switch (keyType) {
 		case "ecdsa-p256":
 			return generate({ type: "ec", namedCurve: "P-256" });

@@ -102,6 +102,26 @@ describe("one issuer's orders share a CA session", () => {
 	});
 });
 
+describe("the order's own CSR", () => {
+	// IPv6 only: Pebble 2.4 answers every IPv4 identifier's finalize with "CSR is missing Order IP" (acme-client's
+	// CSR too); csr.test.ts checks the IPv4 encoding against openssl.
+	it("a DNS name and an IP identifier (RFC 8738) end up in the issued certificate", async () => {
+		const issuer = createAcmeIssuer(pebbleConfig(pebble, { name: "ip" }), { store: stateAt(stateDir) });
+		try {
+			const names = ["ip.session.test", "2001:db8::10"];
+			const issued = await issuer.issue(
+				{ certificate: "ip", domains: names, keyType: "ecdsa-p256" },
+				AbortSignal.timeout(60_000),
+			);
+			const leaf = expectValidIssue(issued, root, ["ip.session.test"]);
+			expect(leaf.checkIP("2001:db8::10")).toBeDefined();
+			expect(leaf.subject).toContain("CN=ip.session.test");
+		} finally {
+			await issuer.close();
+		}
+	});
+});
+
 describe("accountSigner", () => {
 	for (const type of ["ec-P-256", "ec-P-384", "rsa"] as const) {
 		it(`${type}: one parsed key per Secret, and its JWS signatures verify against the JWK it publishes`, async () => {
