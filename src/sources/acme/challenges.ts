@@ -6,6 +6,7 @@ import type acme from "acme-client";
 import { CertificateeError } from "../../errors.js";
 import { type DnsHook, dnsRecordName } from "./dns01.js";
 import type { Http01Responder } from "./http01.js";
+import { type PollOptions, waitForStatus } from "./poll.js";
 import { type ProblemScope, toAcmeError } from "./problem.js";
 import { sleep } from "./transport.js";
 
@@ -27,6 +28,8 @@ export interface ChallengeSolverOptions {
 	dnsHook: DnsHook | undefined;
 	dnsHookTimeoutMs: number;
 	propagationWaitMs: number;
+	/** How an authorization is polled once its challenge is answered. */
+	poll: Omit<PollOptions, "signal">;
 	logger: { warn(fields: object, message: string): void };
 }
 
@@ -41,7 +44,8 @@ function firstFailure(outcomes: PromiseSettledResult<unknown>[]): void {
 }
 
 export function createChallengeSolver(options: ChallengeSolverOptions): ChallengeSolver {
-	const { issuer, directoryUrl, responder, dnsHook, dnsHookTimeoutMs, propagationWaitMs, logger } = options;
+	const { issuer, directoryUrl, responder, dnsHook, dnsHookTimeoutMs, propagationWaitMs, poll, logger } =
+		options;
 
 	/** Publishes the answer to one authorization's challenge; returns what to tell the CA and how to clean up. */
 	async function publish(client: acme.Client, authz: Authorization, signal: AbortSignal): Promise<Published> {
@@ -105,7 +109,7 @@ export function createChallengeSolver(options: ChallengeSolverOptions): Challeng
 					ready.map(async (p) => {
 						try {
 							await client.completeChallenge(p.challenge);
-							await client.waitForValidStatus(p.authz);
+							await waitForStatus(client, p.authz, { ...poll, signal });
 						} catch (e) {
 							throw toAcmeError(e, {
 								...scope,

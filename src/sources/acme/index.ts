@@ -32,6 +32,7 @@ import { createDnsHook, type DnsHook } from "./dns01.js";
 import { createHttp01Responder, type Http01Responder } from "./http01.js";
 import { createHttp01MapResponder } from "./http01-map.js";
 import { createCertificateKey } from "./keys.js";
+import { type PollOptions, waitForStatus } from "./poll.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
 import { createRfc2136Publisher, readTsigSecret } from "./rfc2136.js";
 import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
@@ -134,6 +135,8 @@ interface IssuerContext {
 	transport: TransportOptions;
 	/** The directory and nonces shared by all of the issuer's operations. */
 	session: CaSession;
+	/** How authorizations and orders are polled (poll.ts). */
+	poll: Omit<PollOptions, "signal">;
 	/** A client for one operation; its HTTP and signing go through the shared session (session.ts). */
 	newClient(key: Secret, accountUrl: string | undefined, ctx: TransportContext): acme.Client;
 }
@@ -186,16 +189,12 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 		retryDelayMs: 500,
 	};
 	const session = createCaSession(directoryUrl, transport);
-	const pollMs = config.poll_interval;
 	const newClient = (key: Secret, accountUrl: string | undefined, tctx: TransportContext): acme.Client => {
 		const client = new acme.Client({
 			directoryUrl,
 			accountKey: key.reveal(),
 			...(accountUrl ? { accountUrl } : {}),
 			...(eab ? { externalAccountBinding: eab } : {}),
-			backoffMin: pollMs,
-			backoffMax: pollMs * 10,
-			backoffAttempts: 30,
 		});
 		attachSession(client, session, accountSigner(key), eab, tctx);
 		return client;
@@ -211,6 +210,7 @@ function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): IssuerCo
 		agent,
 		transport,
 		session,
+		poll: pollOptions(config),
 		newClient,
 	};
 }
@@ -252,6 +252,13 @@ function dnsPublisher(config: AcmeSourceConfig): DnsHook | undefined {
 	return config.dns_hook ? createDnsHook(config.dns_hook, config.dns_hook_timeout) : undefined;
 }
 
+/** acme-client's backoffAttempts as this issuer always set it. */
+const POLL_ATTEMPTS = 30;
+
+function pollOptions(config: AcmeSourceConfig): Omit<PollOptions, "signal"> {
+	return { intervalMs: config.poll_interval, attempts: POLL_ATTEMPTS };
+}
+
 function challengeSolver(
 	config: AcmeSourceConfig,
 	responder: Http01Responder | undefined,
@@ -264,6 +271,7 @@ function challengeSolver(
 		dnsHook: dnsPublisher(config),
 		dnsHookTimeoutMs: config.dns_hook_timeout,
 		propagationWaitMs: config.dns_propagation_wait,
+		poll: pollOptions(config),
 		logger,
 	});
 }
@@ -382,7 +390,7 @@ async function issueCertificate(
 
 /** A new key and CSR for the validated order, then the chain the CA issued (the preferred one). */
 async function finalizeAndDownload(
-	{ config, directoryUrl }: IssuerContext,
+	{ config, directoryUrl, poll }: IssuerContext,
 	client: acme.Client,
 	order: acme.Order,
 	request: IssueRequest,
@@ -399,8 +407,12 @@ async function finalizeAndDownload(
 		publicKey,
 	);
 	const finalized = await client.finalizeOrder(order, csr);
+	const issued =
+		finalized.status === "valid"
+			? finalized
+			: await waitForStatus(client, finalized, { ...poll, signal: scope.signal });
 	scope.operation = "certificate download";
-	const pem = await client.getCertificate(finalized, config.preferred_chain);
+	const pem = await client.getCertificate(issued, config.preferred_chain);
 	const split = splitPem(String(pem));
 	const [certPem, ...chain] = split.ok ? split.blocks.map((b) => encodePem(b.label, b.der)) : [];
 	if (!certPem) {

@@ -65,7 +65,8 @@ const TLS_CODES = new Set([
 ]);
 
 const USER_AGENT = `certificatee/${VERSION} (acme-client)`;
-const MAX_RETRY_AFTER_MS = 30_000;
+/** The longest Retry-After honoured (a CA's hint, not a promise). */
+export const MAX_RETRY_AFTER_MS = 30_000;
 
 function errorCode(e: unknown): string | undefined {
 	const code = (e as { code?: unknown } | undefined)?.code;
@@ -90,7 +91,8 @@ export function sleep(ms: number, signal: AbortSignal): Promise<void> {
 	});
 }
 
-function retryAfterMs(header: string | undefined): number | undefined {
+/** A Retry-After header (seconds or an HTTP date) in milliseconds from now. */
+export function retryAfterMs(header: string | undefined): number | undefined {
 	if (!header) return undefined;
 	const seconds = Number(header);
 	if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
