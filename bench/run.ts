@@ -13,12 +13,13 @@ import { parseArgs } from "node:util";
 import { printResult, type ScenarioResult, writeResult } from "./lib/report.js";
 import { acme } from "./scenarios/acme.js";
 import { atomicdir } from "./scenarios/atomicdir.js";
+import { cluster } from "./scenarios/cluster.js";
 import { fleet } from "./scenarios/fleet.js";
 import { hotswap } from "./scenarios/hotswap.js";
 import { observe } from "./scenarios/observe.js";
 import { served } from "./scenarios/served.js";
 
-const SCENARIOS = ["served", "hotswap", "observe", "fleet", "acme", "atomicdir"] as const;
+const SCENARIOS = ["served", "hotswap", "observe", "fleet", "acme", "atomicdir", "cluster"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const { values, positionals } = parseArgs({
@@ -88,6 +89,7 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 			kills: num(values.kills, full ? 1000 : 30),
 			...(values.dir ? { dir: values.dir } : {}),
 		}),
+	cluster: () => cluster({ members: 3, nodes: 3, runs: full ? 5 : 3, ttl: 5 }),
 };
 
 const resultsDir = join(fileURLToPath(new URL(".", import.meta.url)), "results");

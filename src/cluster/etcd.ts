@@ -5,7 +5,8 @@
  * configured prefix, so several installations can share one etcd.
  */
 import { readFileSync } from "node:fs";
-import { type CallOptionsFactory, Etcd3, type IOptions, type Namespace } from "etcd3";
+import { ConsecutiveBreaker, circuitBreaker, handleWhen, retry } from "cockatiel";
+import { type CallOptionsFactory, Etcd3, type IOptions, isRecoverableError, type Namespace } from "etcd3";
 import { CertificateeError, describeError } from "../errors.js";
 
 export interface EtcdSettings {
@@ -56,9 +57,17 @@ export function etcdOptions(settings: EtcdSettings): IOptions {
 	const rootCertificate = readPem(settings.ca_file, "ca_file");
 	const certChain = readPem(settings.cert_file, "cert_file");
 	const privateKey = readPem(settings.key_file, "key_file");
+	const recoverable = handleWhen(isRecoverableError);
 	return {
 		hosts: settings.endpoints,
 		defaultCallOptions,
+		// The client's defaults retry a call 3 times and then refuse every call to a host for 5 s, even after it is
+		// back: a dead etcd took 3 deadlines to report, a recovered one 5 s more. One retry (on another member when
+		// there are several) and a 1 s pause keep "unreachable" within 2 deadlines and recovery within a second.
+		faultHandling: {
+			host: () => circuitBreaker(recoverable, { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(3) }),
+			global: retry(recoverable, { maxAttempts: settings.endpoints.length > 1 ? 1 : 0 }),
+		},
 		...(rootCertificate || certChain
 			? {
 					credentials: {

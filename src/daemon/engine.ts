@@ -4,8 +4,9 @@
  */
 import type { Config } from "../config/schema.js";
 import { createDesiredLoader } from "../desired/index.js";
-import { describeError } from "../errors.js";
+import { CertificateeError, describeError } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { ClusterView } from "../metrics/cluster.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
 import { storedFleetMemory } from "../reconcile/fleet-memory.js";
@@ -14,8 +15,10 @@ import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
+import type { StateStore } from "../store/types.js";
 import { orphanStaging } from "../targets/directory/orphans.js";
 import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/registry.js";
+import { type ClusterReader, type ClusterRuntime, openClusterReader, startCluster } from "./cluster.js";
 import type { Engine } from "./loop.js";
 
 export interface EngineOptions {
@@ -33,16 +36,34 @@ export interface EngineOptions {
 
 export interface BuiltEngine extends Engine {
 	renewals(): CertificateStatus[];
+	/** plan and status in a cluster: the leader, members and owners as etcd holds them now. */
+	readCluster?(): Promise<ClusterView>;
+}
+
+/** The HAProxy endpoints of the configuration, as the targets name them (sharding and status). */
+export function haproxyEndpoints(config: Config): Array<{ target: string; endpoint: string }> {
+	return config.targets.flatMap((t) =>
+		t.type === "haproxy-dataplane"
+			? t.endpoints.map((e) => ({ target: t.name, endpoint: e.name }))
+			: t.type === "haproxy-runtime"
+				? [{ target: t.name, endpoint: t.name }]
+				: [],
+	);
 }
 
 export async function buildEngine(config: Config, options: EngineOptions): Promise<BuiltEngine> {
 	const now = options.now ?? (() => new Date());
+	// The local store always: its lock keeps two processes off one state_dir, and it holds the fleet's memory.
 	const store = await openFileStore(config.state_dir, { readOnly: options.readOnly });
 	const targets: BuiltTarget[] = [];
 	let built: BuiltSources | undefined;
+	let cluster: ClusterRuntime | undefined;
+	let reader: ClusterReader | undefined;
 	try {
+		if (config.cluster && options.readOnly) reader = openClusterReader(config.cluster);
+		else if (config.cluster) cluster = await startCluster(config.cluster, options.log);
 		built = await buildSources(config.sources, {
-			store,
+			store: shared(store, cluster, reader),
 			clock: now,
 			challengeMaps: (names, map) => challengeMapNodes(config.targets, names, map),
 		});
@@ -61,10 +82,18 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 					memory,
 					stateDir: config.state_dir,
 					...(options.backoff === false ? { backoff: false } : {}),
+					...(cluster?.owns ? { owns: cluster.owns } : {}),
+					// A late push from a lagging or deposed replica never replaces a newer certificate.
+					...(config.cluster ? { neverDowngrade: true } : {}),
 				}),
 			);
 	} catch (e) {
-		await Promise.allSettled([built?.close(), ...targets.map((t) => t.close())]);
+		await Promise.allSettled([
+			built?.close(),
+			...targets.map((t) => t.close()),
+			cluster?.close(),
+			reader?.close(),
+		]);
 		store.close();
 		throw e;
 	}
@@ -88,22 +117,29 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		{
 			sources,
 			renewal: {
-				store,
+				store: shared(store, cluster, reader),
 				issuers,
 				certificates: config.certificates,
 				settings: config.renewal,
 				log: options.log,
+				...(cluster ? { issueLock: cluster.issueLock } : {}),
 			},
 			now,
 			...(options.random ? { random: options.random } : {}),
 		},
-		{ order: !options.readOnly },
+		// In a cluster only the leader orders, and only while its lease is valid by its own clock.
+		{ order: cluster ? () => cluster.canOrder() : !options.readOnly },
 	);
 	let statuses: CertificateStatus[] = [];
 	const directories = config.targets.flatMap((t) => (t.type === "directory" ? [t] : []));
 	const reported = new Set<string>();
 	const loadDesired = async (signal: AbortSignal): Promise<DesiredSet> => {
+		// Nothing is pushed that was not read from etcd under a valid lease: the whole cycle waits instead.
+		const blocked = cluster?.blocked();
+		if (blocked) throw blocked;
 		const loaded = await load(signal);
+		const unreachable = config.cluster ? clusterUnreachable(loaded.renewal) : undefined;
+		if (unreachable) throw unreachable;
 		statuses = loaded.renewal;
 		// Every cycle (the first at start): staging no configured directory target will ever clean up.
 		for (const path of await orphanStaging(
@@ -125,6 +161,8 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	return {
 		deps,
 		renewals: () => statuses,
+		...(cluster ? { cluster: () => cluster.view(haproxyEndpoints(config)) } : {}),
+		...(reader ? { readCluster: () => reader.view(haproxyEndpoints(config)) } : {}),
 		nextWake: () => earliestRenewal(statuses),
 		afterCycle() {
 			options.metrics?.recordRenewals(statuses.map(renewalView));
@@ -136,16 +174,41 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		},
 		watch(wake) {
 			for (const s of sources) if (s.watch) watchers.push(s.watch(wake));
+			if (cluster) watchers.push(cluster.watch(wake));
 		},
 		async close() {
 			for (const stop of watchers.splice(0)) stop();
 			// Every part is closed even when one fails; the store (and its lock) last, once nothing can write.
-			const outcomes = await Promise.allSettled([parts.close(), ...targets.map((t) => t.close())]);
+			const outcomes = await Promise.allSettled([
+				parts.close(),
+				...targets.map((t) => t.close()),
+				cluster?.close(),
+				reader?.close(),
+			]);
 			store.close();
 			const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
 			if (failed) throw failed.reason;
 		},
 	};
+}
+
+/** Where issuers and renewal keep their state: etcd in a cluster (writes fenced on the leadership), else the files. */
+function shared(local: StateStore, cluster?: ClusterRuntime, reader?: ClusterReader): StateStore {
+	return cluster?.store ?? reader?.store ?? local;
+}
+
+/**
+ * A certificate whose state etcd did not return: the cycle stops rather than push a desired set that lacks it
+ * (a target would then see fewer certificates than there are).
+ */
+function clusterUnreachable(statuses: readonly CertificateStatus[]): CertificateeError | undefined {
+	const failed = statuses.find((s) => s.lastError?.code === "CLUSTER_UNAVAILABLE");
+	if (!failed?.lastError) return undefined;
+	return new CertificateeError("CLUSTER_UNAVAILABLE", failed.lastError.message, {
+		context: { certificate: failed.name },
+		...(failed.lastError.hint ? { hint: failed.lastError.hint } : {}),
+		retryable: true,
+	});
 }
 
 function renewalView(s: CertificateStatus): RenewalView {

@@ -6,7 +6,7 @@
 import type { EventEmitter } from "node:events";
 import type { LoadedConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
-import { describeError } from "../errors.js";
+import { describeError, isCertificateeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ClusterView } from "../metrics/cluster.js";
 import type { LoopHealth } from "../metrics/health.js";
@@ -213,7 +213,9 @@ async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonO
 		// Info even when something failed: each failure has its own line, logged when it changes.
 		log.info(summarise(report), "cycle finished");
 	} catch (e) {
-		running.health.lastCycleError = describeError(e);
+		running.health.lastCycleError = isCertificateeError(e)
+			? `${e.code}: ${describeError(e)}`
+			: describeError(e);
 		log.error({ error: describeError(e) }, "cycle failed");
 	} finally {
 		running.health.cycleRunningSince = undefined;

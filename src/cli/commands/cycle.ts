@@ -7,7 +7,7 @@ import { runCycle } from "../../reconcile/cycle.js";
 import { cycleOutcome } from "../../reconcile/report.js";
 import type { CommandContext } from "../context.js";
 import { cycleExitCode, EXIT, ExitError } from "../exit.js";
-import { renderPlan, renderStatus } from "../print.js";
+import { renderCluster, renderPlan, renderStatus } from "../print.js";
 import { createProgress } from "../progress.js";
 import { styler } from "../table.js";
 
@@ -77,14 +77,17 @@ export async function statusCommand(ctx: CommandContext, options: { endpoint?: s
 				hint: `endpoints: ${[...new Set(endpoints)].join(", ") || "none configured"}`,
 			});
 		}
+		const cluster = await engine.readCluster?.();
 		if (ctx.options.json) {
-			ctx.out(JSON.stringify(statusDocument(report, engine.renewals()), null, 2));
+			ctx.out(JSON.stringify(statusDocument(report, engine.renewals(), cluster), null, 2));
 			return;
 		}
-		const lines = renderStatus(report, styler(process.stdout.isTTY === true), {
+		const style = styler(process.stdout.isTTY === true);
+		const lines = renderStatus(report, style, {
 			now: new Date(),
 			...(options.endpoint ? { endpoint: options.endpoint } : {}),
 		});
+		if (cluster) lines.push(...renderCluster(cluster, style));
 		for (const line of lines) ctx.out(line);
 	} finally {
 		progress.done();

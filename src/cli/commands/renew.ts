@@ -4,6 +4,7 @@
  * that orders it and pushes the result to every target.
  */
 import type { Config } from "../../config/schema.js";
+import { openClusterReader } from "../../daemon/cluster.js";
 import { CertificateeError } from "../../errors.js";
 import { POLICY_DEFAULTS } from "../../renewal/policy.js";
 import type { CertificateSpec } from "../../renewal/schema.js";
@@ -81,11 +82,11 @@ export async function renewCommand(
 	const { config } = ctx.loadConfig();
 	certificateNamed(config, name);
 	const force = options.force === true;
-	const store = await openFileStore(config.state_dir);
+	const shared = await openSharedStore(config);
 	try {
-		await requestRenewal(store, config, name, force, new Date());
+		await requestRenewal(shared.store, config, name, force, new Date());
 	} finally {
-		store.close();
+		await shared.close();
 	}
 	ctx.log.info(
 		{ certificate: name, force },
@@ -93,7 +94,29 @@ export async function renewCommand(
 			? "renewal forced by an operator: backoff and daily cap cleared"
 			: "renewal requested by an operator",
 	);
-	await syncCommand(ctx);
+	await afterRequest(ctx, config, name);
+}
+
+/**
+ * Where the request is recorded: the state directory, or etcd in a cluster (compare-and-swap, no lease: this
+ * process does not join the cluster).
+ */
+async function openSharedStore(config: Config): Promise<{ store: StateStore; close(): Promise<void> }> {
+	if (config.cluster) {
+		const reader = openClusterReader(config.cluster);
+		return { store: reader.store, close: () => reader.close() };
+	}
+	const store = await openFileStore(config.state_dir);
+	return { store, close: async () => store.close() };
+}
+
+/** Alone, one sync cycle orders and pushes it now; in a cluster the leader sees the request through its watch. */
+async function afterRequest(ctx: CommandContext, config: Config, name: string): Promise<void> {
+	if (!config.cluster) return syncCommand(ctx);
+	ctx.log.info(
+		{ certificate: name },
+		"request recorded in etcd: the leader orders it within seconds and every member pushes it (certificatee status shows it)",
+	);
 }
 
 export function parseRevocationReason(text: string): RevocationReason {
@@ -112,7 +135,8 @@ export async function revokeCommand(
 	const { config } = ctx.loadConfig();
 	certificateNamed(config, name);
 	const reason = parseRevocationReason(options.reason ?? "unspecified");
-	const store = await openFileStore(config.state_dir);
+	const shared = await openSharedStore(config);
+	const store = shared.store;
 	try {
 		const latest = (await readCertificateRecord(store, name))?.value.history[0];
 		if (!latest) {
@@ -149,7 +173,7 @@ export async function revokeCommand(
 		);
 		await requestRenewal(store, config, name, true, new Date());
 	} finally {
-		store.close();
+		await shared.close();
 	}
-	await syncCommand(ctx);
+	await afterRequest(ctx, config, name);
 }
