@@ -23,11 +23,16 @@ import type { StateStore } from "../store/types.js";
 export interface ClusterRuntime {
 	/** Reads and watches; writes fenced on the leadership (only the leader orders and stores certificates). */
 	store: StateStore;
+	/** Where fleets keep their endpoints' backoff and pinned duplicates: with sharding, writes fenced on this
+	 * member's key (a member that lost its shard writes nothing); without, shared by compare-and-swap. */
+	memoryStore: StateStore;
 	member: string;
 	/** This replica leads and its lease is still valid by its own clock: it may order. */
 	canOrder(): boolean;
 	/** Why this replica may not push now (no valid lease: etcd unreachable or the lease lost); undefined: it may. */
 	blocked(): CertificateeError | undefined;
+	/** Resolves once the session holds a valid lease, or after `ms` (a fresh start, before its first cycle). */
+	settled(ms: number): Promise<void>;
 	issueLock(certificate: string): Promise<IssueLock | undefined>;
 	/** With shard_endpoints: whether this replica pushes the endpoint (rendezvous over live members). */
 	owns?(target: string, endpoint: string): boolean;
@@ -54,6 +59,7 @@ export async function startCluster(config: ClusterConfig, log: Logger): Promise<
 	const leaderStore = store.fenced(() => leadership.fence());
 	return {
 		store: leaderStore,
+		memoryStore: membership ? store.fenced(() => membership.fence()) : store,
 		member,
 		canOrder: () => leadership.isLeader(),
 		blocked: () =>
@@ -68,6 +74,19 @@ export async function startCluster(config: ClusterConfig, log: Logger): Promise<
 							retryable: true,
 						},
 					),
+		settled: (ms) =>
+			new Promise<void>((resolve) => {
+				if (session.valid()) return resolve();
+				const done = () => {
+					clearTimeout(timer);
+					stop();
+					resolve();
+				};
+				const timer = setTimeout(done, ms);
+				const stop = session.onChange(() => {
+					if (session.valid()) done();
+				});
+			}),
 		issueLock: (certificate) => tryIssueLock(conn, session, certificate, leadership.fence(), { member, log }),
 		...(membership
 			? {

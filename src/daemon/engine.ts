@@ -9,7 +9,7 @@ import type { Logger } from "../log.js";
 import type { ClusterView } from "../metrics/cluster.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
-import { storedFleetMemory } from "../reconcile/fleet-memory.js";
+import { sharedFleetMemory, storedFleetMemory } from "../reconcile/fleet-memory.js";
 import type { DesiredSet } from "../reconcile/model.js";
 import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
@@ -70,8 +70,13 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
 		// One writer per HAProxy process, across every target that reaches it.
 		const writeQueues = createWriteQueues();
+		// Alone, in the state directory; in a cluster, in etcd, shared by the replicas (an endpoint that moves to
+		// another replica takes its backoff and pinned duplicates along).
+		const sharedMemory = cluster?.memoryStore ?? reader?.store;
 		const memory = (target: string) =>
-			storedFleetMemory(target, { store, readOnly: options.readOnly, locate: store.pathOf, warn });
+			sharedMemory
+				? sharedFleetMemory(target, { store: sharedMemory, readOnly: options.readOnly, warn })
+				: storedFleetMemory(target, { store, readOnly: options.readOnly, locate: store.pathOf, warn });
 		for (const t of config.targets)
 			targets.push(
 				buildTarget(t, {
@@ -135,6 +140,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	const reported = new Set<string>();
 	const loadDesired = async (signal: AbortSignal): Promise<DesiredSet> => {
 		// Nothing is pushed that was not read from etcd under a valid lease: the whole cycle waits instead.
+		if (cluster?.blocked()) await cluster.settled(2 * (config.cluster?.etcd.deadline ?? 2000));
 		const blocked = cluster?.blocked();
 		if (blocked) throw blocked;
 		const loaded = await load(signal);

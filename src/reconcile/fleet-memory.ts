@@ -18,8 +18,13 @@ export type { EndpointMemory };
 export interface FleetMemory {
 	/** The memory of the endpoints named; entries of other endpoints (no longer configured) are dropped. */
 	load(endpoints: readonly string[]): Promise<Map<string, EndpointMemory>>;
-	/** Writes the memory when it differs from what the store holds. */
-	save(memory: ReadonlyMap<string, EndpointMemory>): Promise<void>;
+	/**
+	 * Writes the memory when it differs from what the store holds. `ran`: the endpoints this process ran in
+	 * the cycle; a shared memory replaces only their entries and keeps what other replicas wrote for theirs.
+	 */
+	save(memory: ReadonlyMap<string, EndpointMemory>, ran?: readonly string[]): Promise<void>;
+	/** Shared with other replicas (a cluster): loaded again every cycle, as endpoints move between them. */
+	readonly shared?: boolean;
 }
 
 export interface StoredMemoryDeps {
@@ -116,6 +121,70 @@ export function storedFleetMemory(target: string, deps: StoredMemoryDeps): Fleet
 					(r) => r?.version ?? 0,
 					() => undefined,
 				);
+			}
+		},
+	};
+}
+
+/** Attempts of a shared save that keeps meeting another replica's write (compare-and-swap) before it gives up. */
+const SHARED_SAVE_ATTEMPTS = 3;
+
+/**
+ * The memory of a target in a store other replicas write too (etcd, docs/cluster.md): loaded fresh every cycle,
+ * and saved by merging, per endpoint, the entries of the endpoints this replica ran into what the store holds,
+ * with compare-and-swap (retried on a conflict). An endpoint that moves to another replica takes its backoff
+ * and pinned duplicates with it.
+ */
+export function sharedFleetMemory(target: string, deps: StoredMemoryDeps): FleetMemory {
+	const key = endpointsKey(target);
+	const read = async (): Promise<{ version: number; endpoints: Map<string, EndpointMemory> }> => {
+		const record = await readTargetMemory(deps.store, target);
+		return {
+			version: record?.version ?? 0,
+			endpoints: new Map(Object.entries(record?.value.endpoints ?? {})),
+		};
+	};
+	return {
+		shared: true,
+		async load(endpoints) {
+			try {
+				const { endpoints: stored } = await read();
+				const configured = new Set(endpoints);
+				return new Map([...stored].filter(([name]) => configured.has(name)));
+			} catch (e) {
+				deps.warn(
+					{ target, key, error: describeError(e) },
+					"shared endpoint state unreadable: this cycle starts from empty (backoff and pinned duplicates)",
+				);
+				return new Map();
+			}
+		},
+		async save(memory, ran) {
+			if (deps.readOnly) return;
+			const mine = new Set(ran ?? memory.keys());
+			for (let attempt = 1; attempt <= SHARED_SAVE_ATTEMPTS; attempt++) {
+				try {
+					const current = await read();
+					const merged = new Map(current.endpoints);
+					for (const name of mine) {
+						const m = memory.get(name);
+						if (m) merged.set(name, m);
+						else merged.delete(name);
+					}
+					const before = JSON.stringify(canonical(current.endpoints));
+					const after = canonical(merged);
+					if (JSON.stringify(after) === before) return;
+					await writeTargetMemory(deps.store, target, after, current.version);
+					return;
+				} catch (e) {
+					const conflict = e instanceof CertificateeError && e.code === "STATE_CONFLICT";
+					if (conflict && attempt < SHARED_SAVE_ATTEMPTS) continue;
+					deps.warn(
+						{ target, key, error: describeError(e) },
+						"shared endpoint state not saved; tried again at the next cycle",
+					);
+					return;
+				}
 			}
 		},
 	};

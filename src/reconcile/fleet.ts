@@ -48,7 +48,9 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 	// duplicates whose removal it refused (direct crt line) are remembered so removal is not retried.
 	let loaded: Map<string, EndpointMemory> | undefined;
 	const remembered = async () => {
-		loaded ??= (await options.memory?.load(options.endpoints.map((e) => e.name))) ?? new Map();
+		const names = options.endpoints.map((e) => e.name);
+		if (options.memory?.shared) return options.memory.load(names);
+		loaded ??= (await options.memory?.load(names)) ?? new Map();
 		return loaded;
 	};
 	const processOne = async (
@@ -142,7 +144,11 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 					),
 				),
 			);
-			if (mode === "sync") await options.memory?.save(memory);
+			if (mode === "sync")
+				await options.memory?.save(
+					memory,
+					owned.map((e) => e.name),
+				);
 			return { target: options.name, kind: options.kind, endpoints };
 		},
 	};

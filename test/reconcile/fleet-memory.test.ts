@@ -2,9 +2,14 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type EndpointMemory, storedFleetMemory } from "../../src/reconcile/fleet-memory.js";
+import {
+	type EndpointMemory,
+	sharedFleetMemory,
+	storedFleetMemory,
+} from "../../src/reconcile/fleet-memory.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
 import { endpointsKey } from "../../src/store/records.js";
+import type { StateStore } from "../../src/store/types.js";
 
 let dir: string;
 let store: FileStore;
@@ -96,5 +101,63 @@ describe("fleet memory in the state store", () => {
 		for (const key of keys) expect(key).toMatch(/^endpoints\/[A-Za-z0-9][A-Za-z0-9_-]*$/);
 		expect(endpointsKey("fra-staging")).toBe("endpoints/fra-staging");
 		for (const key of keys) expect(() => store.pathOf(key)).not.toThrow();
+	});
+});
+
+describe("fleet memory shared by replicas (a cluster)", () => {
+	const shared = (s: StateStore = store) => sharedFleetMemory("lb", { store: s, readOnly: false, warn });
+
+	it("each replica replaces only the endpoints it ran; what others wrote for theirs is kept", async () => {
+		const a = shared();
+		const b = shared();
+		await a.save(new Map([["e1", down]]), ["e1"]);
+		await b.save(new Map([["e2", pinned]]), ["e2"]);
+		expect(await shared().load(["e1", "e2"])).toEqual(
+			new Map([
+				["e1", down],
+				["e2", pinned],
+			]),
+		);
+		// e1 recovered on A: its entry goes, B's stays; a stale copy of e2 in A's map is not written back.
+		await a.save(new Map([["e2", { failures: 9, skipLeft: 9, pinned: {} }]]), ["e1"]);
+		expect(await shared().load(["e1", "e2"])).toEqual(new Map([["e2", pinned]]));
+	});
+
+	it("loads what the store holds at every call (endpoints move between replicas)", async () => {
+		const a = shared();
+		expect(await a.load(["e1"])).toEqual(new Map());
+		await shared().save(new Map([["e1", down]]), ["e1"]);
+		expect(await a.load(["e1"])).toEqual(new Map([["e1", down]]));
+		expect(a.shared).toBe(true);
+	});
+
+	it("a write by another replica between its read and its write: read again and merged, nothing lost", async () => {
+		let raced = false;
+		const racing: StateStore = {
+			...store,
+			get: (key) => store.get(key),
+			list: (prefix) => store.list(prefix),
+			watch: (prefix, cb) => store.watch(prefix, cb),
+			async put(key, value, expected) {
+				if (!raced) {
+					raced = true;
+					await shared().save(new Map([["e2", pinned]]), ["e2"]);
+				}
+				return store.put(key, value, expected);
+			},
+		};
+		await shared(racing).save(new Map([["e1", down]]), ["e1"]);
+		expect(await shared().load(["e1", "e2"])).toEqual(
+			new Map([
+				["e1", down],
+				["e2", pinned],
+			]),
+		);
+		expect(warnings).toEqual([]);
+	});
+
+	it("plan and status (read-only) never write", async () => {
+		await sharedFleetMemory("lb", { store, readOnly: true, warn }).save(new Map([["e1", down]]), ["e1"]);
+		expect(await version("lb")).toBe(0);
 	});
 });
