@@ -18,8 +18,9 @@ import { fleet } from "./scenarios/fleet.js";
 import { hotswap } from "./scenarios/hotswap.js";
 import { observe } from "./scenarios/observe.js";
 import { served } from "./scenarios/served.js";
+import { sources } from "./scenarios/sources.js";
 
-const SCENARIOS = ["served", "hotswap", "observe", "fleet", "acme", "atomicdir", "cluster"] as const;
+const SCENARIOS = ["served", "sources", "hotswap", "observe", "fleet", "acme", "atomicdir", "cluster"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const { values, positionals } = parseArgs({
@@ -63,6 +64,7 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 			roll: num(values.roll, 100),
 			...(values["cpu-prof"] ? { cpuProfDir: resolve(values["cpu-prof"]) } : {}),
 		}),
+	sources: () => sources({ certs: num(values.certs, full ? 5000 : 1000), reps: 3 }),
 	hotswap: () => hotswap({ certs: num(values.certs, full ? 5000 : 1000), roll: num(values.roll, 100) }),
 	observe: () =>
 		observe({

@@ -17,6 +17,20 @@ export interface CheckOptions {
 
 export const DEFAULT_SKEW_MS = 5 * 60_000;
 
+/**
+ * The first moment after `now` at which checkBundle's answer for this bundle can change (a certificate of it
+ * expiring or becoming valid), or Infinity: until then, with the same options, the answer stays what it is now.
+ */
+export function checkChangesAfter(bundle: Bundle, now: Date, skewMs = DEFAULT_SKEW_MS): number {
+	let first = Number.POSITIVE_INFINITY;
+	for (const cert of [bundle.leaf, ...bundle.chain]) {
+		for (const at of [cert.notAfter.getTime(), cert.notBefore.getTime() - skewMs]) {
+			if (at > now.getTime() && at < first) first = at;
+		}
+	}
+	return first;
+}
+
 /** Every problem with a parsed bundle, empty when it may be pushed. */
 export function checkBundle(bundle: Bundle, options: CheckOptions): CertificateeError[] {
 	const { source, now } = options;

@@ -13,7 +13,7 @@ export {
 	parseBundle,
 } from "./bundle.js";
 export { type ChainView, chainFingerprints, chainMatches, commonName, keyTypeOf } from "./chain.js";
-export { type CheckOptions, checkBundle } from "./check.js";
+export { type CheckOptions, checkBundle, checkChangesAfter } from "./check.js";
 export {
 	droppedNames,
 	nameCovers,

@@ -10,7 +10,7 @@
  * NIST P-256/384/521); for anything else, and whenever the answer is not a match, this returns undefined and the
  * caller asks OpenSSL, so a refusal or an error message never comes from here.
  */
-import { createECDH } from "node:crypto";
+import { createECDH, type ECDH } from "node:crypto";
 import {
 	bitStringBytes,
 	oid,
@@ -145,12 +145,23 @@ function ecPrivate(der: Buffer, outer: string | undefined): PublicKeyFacts | und
 	if (next !== optional.length || curve === undefined) return undefined;
 	const spec = CURVES[curve];
 	if (!spec || scalar.body.length !== spec.bytes) return undefined;
-	const ecdh = createECDH(spec.name);
+	const ecdh = ecdhFor(spec.name);
 	ecdh.setPrivateKey(scalar.body);
 	const point = ecdh.getPublicKey();
 	// A key whose stored public point is not its own: OpenSSL compares the stored one; let it decide.
 	if (embedded && !embedded.equals(point)) return undefined;
 	return { kind: "ec", curve, point };
+}
+
+/** One ECDH object per curve, reused: making the curve's group is half the cost of a small scalar multiplication. */
+const ecdhs = new Map<string, ECDH>();
+function ecdhFor(curve: string): ECDH {
+	let ecdh = ecdhs.get(curve);
+	if (!ecdh) {
+		ecdh = createECDH(curve);
+		ecdhs.set(curve, ecdh);
+	}
+	return ecdh;
 }
 
 export function samePublicKey(a: PublicKeyFacts, b: PublicKeyFacts): boolean {

@@ -6,13 +6,13 @@
 import { type FSWatcher, watch as fsWatch } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import pLimit from "p-limit";
-import { type Bundle, checkBundle } from "../../certificates/index.js";
+import { checkBundle, checkChangesAfter } from "../../certificates/index.js";
 import { CertificateeError, describeError } from "../../errors.js";
 import type { DesiredCertificate, SourceProblem } from "../../reconcile/model.js";
-import type { Source } from "../types.js";
+import type { Source, SourceResult } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
-import { createParsedCache, type ParsedCache, sourceFileOf } from "./parsed-cache.js";
+import { type ParseAllOptions, parseAll, type ReadOutcome } from "./parse-pool.js";
+import { createParsedCache, type Identity, type ParsedCache, sourceFileOf } from "./parsed-cache.js";
 import { type DirectorySourceConfig, directorySourceSchema } from "./schema.js";
 import { type LoadedFile, selectNewest } from "./select.js";
 
@@ -22,23 +22,24 @@ export interface DirectorySourceDeps {
 	clock?: () => Date;
 	/** How recent a file change must be to be parsed again on the next load too (see parsed-cache.ts). */
 	racyMs?: number;
+	/** Worker threads for a load with many changed files (see parse-pool.ts); default: by core count. */
+	workers?: number;
 }
 
 /** A directory source always watches: onChange runs once the directory has been quiet for `debounce`. */
 export type WatchableSource = Source & Required<Pick<Source, "watch">>;
 
-/** Files read and parsed at once when many changed (reading is I/O; parsing is synchronous CPU). */
-const READ_CONCURRENCY = 32;
-
-type Loaded = { ok: true; bundle: Bundle } | { ok: false; problems: CertificateeError[] };
-
-/** The candidate's bundle, parsed again only when a file changed, checked against `now` every time. */
-async function loadCandidate(cache: ParsedCache, dir: string, c: Candidate, now: Date): Promise<Loaded> {
-	const found = cache.lookup(dir, c);
-	const parsed = "hit" in found ? found.hit : await cache.parse(dir, c, found.miss);
-	if (!parsed.ok) return { ok: false, problems: [parsed.error] };
-	const problems = checkBundle(parsed.bundle, { source: sourceFileOf(dir, c), now });
-	return problems.length === 0 ? { ok: true, bundle: parsed.bundle } : { ok: false, problems };
+/**
+ * The last load's inputs and answer. When the next load finds the same file names, every parse the same object
+ * (no file changed) and its clock before the first moment a certificate expires or becomes valid, its answer is
+ * the same, so it is returned as is: an unchanged directory costs a readdir and a stat per file.
+ */
+interface LastLoad {
+	files: readonly string[];
+	parsed: readonly ReadOutcome[];
+	from: number;
+	until: number;
+	result: SourceResult;
 }
 
 export function createDirectorySource(
@@ -46,33 +47,30 @@ export function createDirectorySource(
 	deps: DirectorySourceDeps = {},
 ): WatchableSource {
 	const clock = deps.clock ?? (() => new Date());
+	const cache = createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs });
 	let previous = new Map<string, DesiredCertificate>();
-	const reader: CandidateReader = {
-		cache: createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs }),
-		limit: pLimit(READ_CONCURRENCY),
-	};
+	let last: LastLoad | undefined;
 
-	async function load(signal: AbortSignal) {
+	async function load(signal: AbortSignal): Promise<SourceResult> {
 		const now = clock();
 		const files = await listFiles(config);
 		// Keep serving what was valid before rather than dropping every certificate.
 		if (!Array.isArray(files)) return { certificates: [...previous.values()], problems: [files] };
 		const grouped = groupFiles(files);
+		const parsed = await readCandidates(cache, config.path, grouped.candidates, {
+			signal,
+			...(deps.workers === undefined ? {} : { workers: deps.workers }),
+		});
+		signal.throwIfAborted();
+		if (last && unchanged(last, files, parsed, now.getTime())) return last.result;
+
 		const problems: SourceProblem[] = grouped.problems.map((p) => ({
 			subject: join(config.path, p.file),
 			error: new CertificateeError(p.code, `${join(config.path, p.file)}: ${p.message}`, {
 				context: { file: join(config.path, p.file) },
 			}),
 		}));
-		const { loaded, invalid } = await loadCandidates(
-			reader,
-			config.path,
-			grouped.candidates,
-			now,
-			problems,
-			signal,
-		);
-		signal.throwIfAborted();
+		const { loaded, invalid } = checkCandidates(config.path, grouped.candidates, parsed, now, problems);
 		const { served, skipped } = selectNewest({
 			loaded,
 			previous,
@@ -87,10 +85,43 @@ export function createDirectorySource(
 			});
 		}
 		previous = new Map(served.map((d) => [d.name, d]));
-		return { certificates: served, problems };
+		const result = { certificates: served, problems };
+		// A read error may clear by itself: such a load is never reused.
+		last = parsed.some((p) => "unreadable" in p)
+			? undefined
+			: { files, parsed, from: now.getTime(), until: changesAfter(parsed, served, now), result };
+		return result;
 	}
 
 	return { name: config.name, load, watch: (onChange) => watchDirectory(config, onChange) };
+}
+
+function unchanged(
+	last: LastLoad,
+	files: readonly string[],
+	parsed: readonly ReadOutcome[],
+	now: number,
+): boolean {
+	return (
+		last.from <= now &&
+		now < last.until &&
+		last.files.length === files.length &&
+		last.files.every((f, i) => f === files[i]) &&
+		last.parsed.length === parsed.length &&
+		last.parsed.every((p, i) => p === parsed[i])
+	);
+}
+
+/** When the first certificate read or served (an older one kept) expires or becomes valid. */
+function changesAfter(
+	parsed: readonly ReadOutcome[],
+	served: readonly DesiredCertificate[],
+	now: Date,
+): number {
+	let until = Number.POSITIVE_INFINITY;
+	for (const p of parsed) if (p.ok) until = Math.min(until, checkChangesAfter(p.bundle, now));
+	for (const d of served) until = Math.min(until, checkChangesAfter(d.bundle, now));
+	return until;
 }
 
 /** The names of the files in the directory, or the problem that it cannot be read. */
@@ -109,57 +140,78 @@ async function listFiles(config: DirectorySourceConfig): Promise<string[] | Sour
 	}
 }
 
-/** The parsed-file cache and the read concurrency of one source. */
-interface CandidateReader {
-	cache: ParsedCache;
-	limit: ReturnType<typeof pLimit>;
-}
-
 /**
- * Loads every candidate (READ_CONCURRENCY at a time); an invalid or unreadable one is a problem, added to
- * `problems` in the candidates' order.
+ * Every candidate's parse: the cached one when its files did not change, else read and parsed again (many at
+ * once spread over worker threads). Each outcome is remembered under the identity seen before reading.
  */
-async function loadCandidates(
-	{ cache, limit }: CandidateReader,
+async function readCandidates(
+	cache: ParsedCache,
 	dir: string,
 	candidates: readonly Candidate[],
+	options: ParseAllOptions,
+): Promise<ReadOutcome[]> {
+	cache.retain(new Set(candidates.map((c) => c.name)));
+	const out: ReadOutcome[] = [];
+	const misses: Array<{ at: number; c: Candidate; seen: Identity }> = [];
+	for (const [at, c] of candidates.entries()) {
+		try {
+			const found = cache.lookup(dir, c);
+			if ("hit" in found) out[at] = found.hit;
+			else misses.push({ at, c, seen: found.miss });
+		} catch (e) {
+			// A file that went away between readdir and stat.
+			out[at] = { ok: false, unreadable: e };
+		}
+	}
+	const fresh = await parseAll(
+		dir,
+		misses.map((m) => m.c),
+		options,
+	);
+	for (const [i, m] of misses.entries()) {
+		const outcome = fresh[i] as ReadOutcome;
+		out[m.at] = "unreadable" in outcome ? outcome : cache.remember(dir, m.c, m.seen, outcome);
+	}
+	return out;
+}
+
+/** Each parse checked against `now`: the valid ones, and a problem per invalid or unreadable one (in order). */
+function checkCandidates(
+	dir: string,
+	candidates: readonly Candidate[],
+	parsed: readonly ReadOutcome[],
 	now: Date,
 	problems: SourceProblem[],
-	signal: AbortSignal,
-): Promise<{ loaded: LoadedFile[]; invalid: Set<string> }> {
+): { loaded: LoadedFile[]; invalid: Set<string> } {
 	const loaded: LoadedFile[] = [];
 	const invalid = new Set<string>();
-	cache.retain(new Set(candidates.map((c) => c.name)));
-	const results = await Promise.all(
-		candidates.map((c) =>
-			limit(async () => {
-				signal.throwIfAborted();
-				try {
-					return await loadCandidate(cache, dir, c, now);
-				} catch (e) {
-					return { ok: false as const, unreadable: e };
-				}
-			}),
-		),
-	);
 	for (const [i, c] of candidates.entries()) {
-		const result = results[i] as Loaded | { ok: false; unreadable: unknown };
+		const outcome = parsed[i] as ReadOutcome;
 		const subject = candidateFiles(c)
 			.map((f) => join(dir, f))
 			.join(" + ");
-		if (result.ok) loaded.push({ name: c.name, subject, bundle: result.bundle });
-		else if ("unreadable" in result) {
+		if ("unreadable" in outcome) {
 			invalid.add(c.name);
 			problems.push({
 				subject,
-				error: new CertificateeError("SOURCE_UNREADABLE", `${subject}: ${describeError(result.unreadable)}`, {
-					context: { file: subject },
-					retryable: true,
-				}),
+				error: new CertificateeError(
+					"SOURCE_UNREADABLE",
+					`${subject}: ${describeError(outcome.unreadable)}`,
+					{
+						context: { file: subject },
+						retryable: true,
+					},
+				),
 			});
-		} else {
+			continue;
+		}
+		const errors = outcome.ok
+			? checkBundle(outcome.bundle, { source: sourceFileOf(dir, c), now })
+			: [outcome.error];
+		if (outcome.ok && errors.length === 0) loaded.push({ name: c.name, subject, bundle: outcome.bundle });
+		else {
 			invalid.add(c.name);
-			for (const error of result.problems) problems.push({ subject, error });
+			for (const error of errors) problems.push({ subject, error });
 		}
 	}
 	return { loaded, invalid };

@@ -11,8 +11,7 @@
  * What is cached is the parse (the bundle, or the parse error, both a function of the bytes only); the checks
  * that depend on time (expiry, not-yet-valid) run on every load. A read error is never cached.
  */
-import { statSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { type Bundle, parseBundle } from "../../certificates/index.js";
 import type { CertificateeError } from "../../errors.js";
@@ -37,7 +36,9 @@ export interface ParsedCache {
 	/** The cached parse when no file of the candidate changed, else the identity seen. Stats the files (synchronously). */
 	lookup(dir: string, c: Candidate): { hit: Parsed } | { miss: Identity };
 	/** Reads and parses the candidate's files, and remembers the result under the identity lookup returned. */
-	parse(dir: string, c: Candidate, seen: Identity): Promise<Parsed>;
+	parse(dir: string, c: Candidate, seen: Identity): Parsed;
+	/** Remembers a parse made elsewhere (readAndParse in a worker) under the identity lookup returned. */
+	remember(dir: string, c: Candidate, seen: Identity, parsed: Parsed): Parsed;
 	/** Forgets every candidate not in `names` (files that went away). */
 	retain(names: ReadonlySet<string>): void;
 	readonly size: number;
@@ -65,17 +66,17 @@ export function sourceFileOf(dir: string, c: Candidate): string {
 	return join(dir, c.kind === "combined" ? c.file : c.cert);
 }
 
-async function readAndParse(dir: string, c: Candidate): Promise<Parsed> {
-	const read = (f: string) => readFile(join(dir, f));
+/**
+ * Reads (synchronously: a few kilobytes from the page cache cost less than an asynchronous round trip) and
+ * parses a candidate's files. A read error is thrown; a parse error is the result.
+ */
+export function readAndParse(dir: string, c: Candidate): Parsed {
+	const read = (f: string) => readFileSync(join(dir, f));
 	const source = sourceFileOf(dir, c);
 	const input =
 		c.kind === "combined"
-			? { combined: await read(c.file) }
-			: {
-					cert: await read(c.cert),
-					key: await read(c.key),
-					...(c.chain ? { chain: await read(c.chain) } : {}),
-				};
+			? { combined: read(c.file) }
+			: { cert: read(c.cert), key: read(c.key), ...(c.chain ? { chain: read(c.chain) } : {}) };
 	try {
 		return { ok: true, bundle: parseBundle(input, { source }) };
 	} catch (e) {
@@ -93,10 +94,12 @@ export function createParsedCache(options: { racyMs?: number } = {}): ParsedCach
 			if (entry?.trusted && entry.identity === seen.key && !seen.racy) return { hit: entry.parsed };
 			return { miss: seen };
 		},
-		async parse(dir, c, seen) {
-			// Read errors propagate and are not remembered; the identity is taken again after the read so a
-			// file replaced while it was read is parsed again next time.
-			const parsed = await readAndParse(dir, c);
+		parse(dir, c, seen) {
+			// Read errors propagate and are not remembered.
+			return this.remember(dir, c, seen, readAndParse(dir, c));
+		},
+		remember(dir, c, seen, parsed) {
+			// The identity is taken again after the read so a file replaced while it was read is parsed again next time.
 			const after = identityOf(dir, c, racyMs).key;
 			entries.set(c.name, { identity: seen.key, parsed, trusted: !seen.racy && after === seen.key });
 			return parsed;
