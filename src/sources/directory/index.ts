@@ -163,7 +163,7 @@ async function readCandidates(
 			out[at] = { ok: false, unreadable: e };
 		}
 	}
-	const fresh = await parseAll(
+	const { outcomes: fresh } = await parseAll(
 		dir,
 		misses.map((m) => m.c),
 		options,

@@ -31,11 +31,12 @@ export interface ParseAllOptions {
 	workers?: number;
 }
 
+/** The outcomes in the candidates' order, and how many of them worker threads produced. */
 export async function parseAll(
 	dir: string,
 	candidates: readonly Candidate[],
 	options: ParseAllOptions,
-): Promise<ReadOutcome[]> {
+): Promise<{ outcomes: ReadOutcome[]; byWorkers: number }> {
 	const workers = Math.min(options.workers ?? defaultWorkers(candidates.length), candidates.length);
 	const next = new Int32Array(new SharedArrayBuffer(4));
 	const out: ReadOutcome[] = new Array(candidates.length);
@@ -53,12 +54,15 @@ export async function parseAll(
 				slice = performance.now();
 			}
 		}
+		let byWorkers = 0;
 		for (const settled of await Promise.allSettled(helpers.map((h) => h.done))) {
-			if (settled.status === "fulfilled") for (const [i, wire] of settled.value) out[i] = fromWire(wire);
+			if (settled.status !== "fulfilled") continue;
+			for (const [i, wire] of settled.value) out[i] = fromWire(wire);
+			byWorkers += settled.value.length;
 		}
 		// A worker that died took its candidates with it: they are parsed here.
 		for (const [i, c] of candidates.entries()) out[i] ??= readOutcome(dir, c);
-		return out;
+		return { outcomes: out, byWorkers };
 	} finally {
 		for (const h of helpers) void h.worker.terminate();
 	}
@@ -95,7 +99,7 @@ export function toWire(o: ReadOutcome): Wire {
 	return { ok: false, error: { code, message, context, ...(hint === undefined ? {} : { hint }) } };
 }
 
-function fromWire(w: Wire): ReadOutcome {
+export function fromWire(w: Wire): ReadOutcome {
 	if (w.ok) return { ok: true, bundle: { ...w.bundle, key: new Secret(w.bundle.key) } };
 	if ("unreadable" in w) return { ok: false, unreadable: new Error(w.unreadable) };
 	const { code, message, hint, context } = w.error;

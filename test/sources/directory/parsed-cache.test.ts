@@ -121,4 +121,44 @@ describe("sources/directory with its cache", () => {
 		expect(later.certificates).toEqual([]);
 		expect(later.problems.map((p) => p.error.code)).toEqual(["BUNDLE_EXPIRED"]);
 	});
+
+	it("answers an unchanged directory with the last answer itself, until a file changes or a certificate's dates do", async () => {
+		const a = await issueTestLeaf(ca, { names: ["a.test"], notAfter: new Date(Date.now() + DAY) });
+		const b = await issueTestLeaf(ca, { names: ["b.test"], notBefore: new Date(Date.now() + 2 * DAY) });
+		await writeFile(join(dir, "a.pem"), a.combinedPem);
+		await writeFile(join(dir, "b.pem"), b.combinedPem);
+		let now = new Date();
+		const source = createDirectorySource(
+			directorySourceSchema.parse({ name: "certs", type: "directory", path: dir }),
+			{ racyMs: 0, clock: () => now },
+		);
+		const names = (r: Awaited<ReturnType<typeof source.load>>) => r.certificates.map((c) => c.name);
+		const first = await source.load(signal);
+		expect(names(first)).toEqual(["a"]);
+		expect(first.problems.map((p) => p.error.code)).toEqual(["BUNDLE_NOT_YET_VALID"]);
+		// Nothing changed: the same answer, not a copy of it.
+		expect(await source.load(signal)).toBe(first);
+		now = new Date(now.getTime() + 60_000);
+		expect(await source.load(signal)).toBe(first);
+		// A file that is not a certificate appears: a new listing, the same certificates.
+		await writeFile(join(dir, "README"), "notes\n");
+		const listed = await source.load(signal);
+		expect(listed).not.toBe(first);
+		expect(names(listed)).toEqual(["a"]);
+		expect(await source.load(signal)).toBe(listed);
+		// a expires: the answer changes without any file changing.
+		now = new Date(Date.now() + DAY + 1000);
+		const expired = await source.load(signal);
+		expect(names(expired)).toEqual([]);
+		expect(expired.problems.map((p) => p.error.code).sort()).toEqual([
+			"BUNDLE_EXPIRED",
+			"BUNDLE_NOT_YET_VALID",
+		]);
+		// b becomes valid (5 minutes of clock skew allowed).
+		now = new Date(Date.now() + 2 * DAY - 60_000);
+		expect(names(await source.load(signal))).toEqual(["b"]);
+		// The clock going back is never answered from the last load.
+		now = new Date();
+		expect(names(await source.load(signal))).toEqual(["a"]);
+	});
 });
