@@ -20,7 +20,16 @@ import { observe } from "./scenarios/observe.js";
 import { served } from "./scenarios/served.js";
 import { sources } from "./scenarios/sources.js";
 
-const SCENARIOS = ["served", "sources", "hotswap", "observe", "fleet", "acme", "atomicdir", "cluster"] as const;
+const SCENARIOS = [
+	"served",
+	"sources",
+	"hotswap",
+	"observe",
+	"fleet",
+	"acme",
+	"atomicdir",
+	"cluster",
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const { values, positionals } = parseArgs({
