@@ -107,7 +107,8 @@ async function takeovers(endpoints: string[], nodes: Haproxy[], options: Cluster
 				etcdEndpoints: endpoints,
 				nodes,
 				members: options.members,
-				certificates: [{ name: "web", domains: [`web-${tag}.test`] }],
+				// A name of its own per run: the nodes still hold the last run's certificates.
+				certificates: [{ name: `web-${tag}`, domains: [`web-${tag}.test`] }],
 				shard: true,
 				leaseTtl: `${options.ttl}s`,
 			});
@@ -203,7 +204,7 @@ async function issueToServed(endpoints: string[], nodes: Haproxy[], options: Clu
 		etcdEndpoints: endpoints,
 		nodes,
 		members: options.members,
-		certificates: [{ name: "api", domains: [sni] }],
+		certificates: [{ name: `api-${tag}`, domains: [sni] }],
 		shard: true,
 		leaseTtl: `${options.ttl}s`,
 	});
@@ -214,7 +215,7 @@ async function issueToServed(endpoints: string[], nodes: Haproxy[], options: Clu
 		const leader = await r.leader();
 		const from = r.replica(leader).daemon.logs.length;
 		const t0 = performance.now();
-		const renew = await certificatee(["renew", "api", "--force", "--config", r.configFile], { env: r.env });
+		const renew = await certificatee(["renew", `api-${tag}`, "--force", "--config", r.configFile], { env: r.env });
 		if (renew.code !== 0) throw new Error(`renew failed: ${renew.stderr}`);
 		const issued = r.replica(leader).daemon.waitForLog(/certificate issued/, { from, timeoutMs: 30_000 });
 		await issued;
