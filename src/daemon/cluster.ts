@@ -7,13 +7,13 @@
 import { loadEncryptionKey } from "../cluster/encryption.js";
 import type { EtcdConnection } from "../cluster/etcd.js";
 import { connectEtcd } from "../cluster/etcd.js";
-import { createEtcdStore, type EtcdStore } from "../cluster/etcd-store.js";
+import { createEtcdStore } from "../cluster/etcd-store.js";
 import { tryIssueLock } from "../cluster/issue-lock.js";
-import { type Leadership, startLeadership } from "../cluster/leadership.js";
+import { startLeadership } from "../cluster/leadership.js";
 import { type Membership, startMembership } from "../cluster/membership.js";
 import { rendezvousOwner } from "../cluster/rendezvous.js";
 import { type ClusterConfig, etcdSettings } from "../cluster/schema.js";
-import { type Session, startSession } from "../cluster/session.js";
+import { startSession } from "../cluster/session.js";
 import { CertificateeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ClusterView } from "../metrics/cluster.js";
@@ -191,5 +191,3 @@ async function readView(
 			: {}),
 	};
 }
-
-export type { EtcdStore, Leadership, Membership, Session };
