@@ -3,7 +3,7 @@
  * and the live certificate of a directory target's set. Pure.
  */
 import { X509Certificate } from "node:crypto";
-import { chainFingerprints, describeCertificate } from "../certificates/index.js";
+import { type CertificateInfo, chainFingerprints, describeCertificate } from "../certificates/index.js";
 import type { RefMeta } from "./model.js";
 
 /** The leaf is the first certificate of a combined PEM (HAProxy's rule too); the others are its chain. */
@@ -13,16 +13,21 @@ export function leafMeta(pem: string): RefMeta {
 	try {
 		const [info, ...chain] = blocks.map((b) => describeCertificate(new X509Certificate(b)));
 		if (info === undefined) return {};
-		return {
-			serial: info.serial,
-			sha1: info.sha1,
-			fingerprint: info.fingerprint,
-			notAfter: info.notAfter,
-			names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
-			keyType: info.keyType,
-			chain: chainFingerprints(chain),
-		};
+		return metaOf(info, chain);
 	} catch {
 		return {};
 	}
+}
+
+/** What leafMeta() reads from a file holding this leaf and chain (a bundle's combined PEM, without parsing it). */
+export function metaOf(info: CertificateInfo, chain: readonly CertificateInfo[]): RefMeta {
+	return {
+		serial: info.serial,
+		sha1: info.sha1,
+		fingerprint: info.fingerprint,
+		notAfter: info.notAfter,
+		names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
+		keyType: info.keyType,
+		chain: chainFingerprints(chain),
+	};
 }

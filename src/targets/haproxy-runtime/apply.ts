@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { type Bundle, checkBundle, combinedPem, commonName } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
-import { leafMeta } from "../../reconcile/leaf-meta.js";
+import { leafMeta, metaOf } from "../../reconcile/leaf-meta.js";
 import type { ActionResult, HaproxyAction } from "../../reconcile/model.js";
 import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
 import { appendLine, linesMaybeNaming, removeCertificateLines } from "../haproxy/crt-list.js";
@@ -28,7 +28,9 @@ export async function applyRuntimeAction(
 ): Promise<ActionResult> {
 	try {
 		signal.throwIfAborted();
-		return await perform(ctx, action);
+		const result = await perform(ctx, action);
+		if (!result.ok) ctx.touched.all = true;
+		return result;
 	} catch (e) {
 		return failed(ctx, action, e);
 	}
@@ -62,7 +64,11 @@ export async function applyRuntimeBatch(
 	}
 	try {
 		signal.throwIfAborted();
-		return storage.length > 0 ? await writeStorageBatch(ctx, storage) : await setRuntimeBatch(ctx, sets);
+		for (const action of actions) noteTouched(ctx, action);
+		const results =
+			storage.length > 0 ? await writeStorageBatch(ctx, storage) : await setRuntimeBatch(ctx, sets);
+		if (results.some((r) => !r.ok)) ctx.touched.all = true;
+		return results;
 	} catch (e) {
 		return actions.map((action) => failed(ctx, action, e));
 	}
@@ -72,8 +78,29 @@ function isStorageWrite(a: HaproxyAction): a is ActionOf<"storage-create" | "sto
 	return a.op === "storage-create" || a.op === "storage-replace";
 }
 
-/** A failed action as a value; one too large for the socket waits for a reload (its file is written). */
+/**
+ * What the next observation must read again (observe.ts): the file, or the store, this action changes;
+ * anything else (a store added or removed, a crt-list) makes it a full observation.
+ */
+function noteTouched(ctx: RuntimeContext, action: HaproxyAction): void {
+	switch (action.op) {
+		case "storage-create":
+		case "storage-replace":
+		case "storage-delete":
+			ctx.touched.files.add(action.ref);
+			return;
+		case "runtime-set":
+		case "runtime-reinsert":
+			ctx.touched.names.add(action.runtimeName);
+			return;
+		default:
+			ctx.touched.all = true;
+	}
+}
+
+/** A failed action as a value (the next observation is a full one); one too large for the socket waits for a reload. */
 function failed(ctx: RuntimeContext, action: HaproxyAction, e: unknown): ActionResult {
+	ctx.touched.all = true;
 	const error = endpointError(ctx, e, action.op);
 	const result: ActionResult = { action, ok: false, error };
 	if (error.code === "RUNTIME_PAYLOAD_TOO_LARGE") {
@@ -89,7 +116,12 @@ async function writeStorageBatch(
 ): Promise<ActionResult[]> {
 	const errors = await writeAtomicMany(
 		ctx.config.crt_dir,
-		actions.map((a) => ({ ref: a.ref, content: combinedPem(a.bundle) })),
+		actions.map((a) => ({
+			ref: a.ref,
+			content: combinedPem(a.bundle),
+			meta: metaOf(a.bundle.leaf, a.bundle.chain),
+		})),
+		ctx.fileCache,
 	);
 	return actions.map((action, i) => {
 		const error = errors[i];
@@ -113,7 +145,11 @@ async function setRuntimeBatch(
 	const toWrite = actions.flatMap((action, i) => (results[i] === undefined ? [{ action, i }] : []));
 	const written = await updateCertificates(
 		ctx.client,
-		toWrite.map(({ action }) => ({ name: action.runtimeName, pem: combinedPem(action.bundle) })),
+		toWrite.map(({ action }) => ({
+			name: action.runtimeName,
+			pem: combinedPem(action.bundle),
+			expected: { serial: action.bundle.leaf.serial, sha1: action.bundle.leaf.sha1 },
+		})),
 	);
 	for (const [n, { action, i }] of toWrite.entries()) {
 		const w = written[n];
@@ -123,6 +159,7 @@ async function setRuntimeBatch(
 }
 
 function perform(ctx: RuntimeContext, action: HaproxyAction): Promise<ActionResult> {
+	noteTouched(ctx, action);
 	switch (action.op) {
 		case "storage-create":
 		case "storage-replace":

@@ -4,8 +4,9 @@
  */
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import type { ObservedCrtList } from "../../reconcile/model.js";
+import type { CertDetail, CrtListEntry } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
-import type { RuntimeClient } from "./socket.js";
+import type { RuntimeClient, WorkerIdentity } from "./socket.js";
 import type { CrtDirCache } from "./storage.js";
 
 export interface RuntimeContext {
@@ -22,6 +23,37 @@ export interface RuntimeContext {
 	fileCache: CrtDirCache;
 	/** The crt-list files of the last observation: the files a storage delete must not leave naming a removed file. */
 	crtListFiles: ObservedCrtList[];
+	/** What the last observation read from HAProxy, for the next one to reuse where nothing can have changed. */
+	memory?: ObservationMemory;
+	/** What certificatee changed since the last observation (apply.ts notes it before each write). */
+	touched: Touched;
+}
+
+/** HAProxy's side as the last observation read it (observe.ts). */
+export interface ObservationMemory {
+	worker: WorkerIdentity;
+	/** `show ssl cert`: every store name. */
+	names: ReadonlySet<string>;
+	/** `show ssl crt-list`. */
+	lists: readonly string[];
+	/** `show ssl cert <name>` of every store observed (undefined: gone between listing and detail). */
+	details: ReadonlyMap<string, CertDetail | undefined>;
+	members: ReadonlyArray<{ list: string; entries: CrtListEntry[] }>;
+	/** Observations since the last full one. */
+	sinceFull: number;
+}
+
+export interface Touched {
+	/** Refs whose file in crt_dir certificatee wrote or removed. */
+	files: Set<string>;
+	/** Store names certificatee set or re-inserted. */
+	names: Set<string>;
+	/** Something else changed (a store added or deleted, a crt-list, a reload) or a write failed. */
+	all: boolean;
+}
+
+export function untouched(): Touched {
+	return { files: new Set(), names: new Set(), all: false };
 }
 
 /** Any failure as a CertificateeError naming the endpoint and the operation. */

@@ -9,7 +9,7 @@
 import { probeServed } from "../../probe/index.js";
 import { type EndpointDriver, runtimeNameOf, storageDirName } from "../../reconcile/model.js";
 import { applyRuntimeAction, applyRuntimeBatch, BATCHED_OPS } from "./apply.js";
-import type { RuntimeContext } from "./context.js";
+import { type RuntimeContext, untouched } from "./context.js";
 import { reloadThroughMaster } from "./master.js";
 import { observeRuntime } from "./observe.js";
 import type { RuntimeTargetConfig } from "./schema.js";
@@ -57,6 +57,7 @@ export function createRuntimeEndpoint(
 		readOnly: deps.readOnly === true,
 		fileCache: new Map(),
 		crtListFiles: [],
+		touched: untouched(),
 	};
 	const driver: RuntimeEndpoint = {
 		name: config.name,
@@ -69,13 +70,15 @@ export function createRuntimeEndpoint(
 	};
 	const master = config.master_cli ?? (config.master_socket ? config.socket : undefined);
 	if (master !== undefined) {
-		driver.reload = () =>
-			reloadThroughMaster({
+		driver.reload = () => {
+			ctx.touched.all = true;
+			return reloadThroughMaster({
 				path: master,
 				endpoint: config.name,
 				timeoutMs: Math.max(30_000, config.timeout * 3),
 				currentWorker: async () => (await client.checkWorker()).pid,
 			});
+		};
 	}
 	const probeAddress = config.probe;
 	if (probeAddress !== undefined) {

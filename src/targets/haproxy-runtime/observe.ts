@@ -7,7 +7,7 @@
 import { dirname } from "node:path";
 import { keyTypeOf } from "../../certificates/index.js";
 import type { EndpointObservation, ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
-import { endpointError, type RuntimeContext } from "./context.js";
+import { endpointError, type RuntimeContext, untouched } from "./context.js";
 import { describeCrtList } from "./crt-list-files.js";
 import type { CertDetail, CertList, CrtListEntry } from "./parse.js";
 import type { WorkerIdentity } from "./session.js";
@@ -23,6 +23,8 @@ interface Held {
 	/** Store names loaded from elsewhere (a crt line, a crt-list naming other paths). */
 	outside: Array<[string, CertDetail | undefined]>;
 	members: Array<{ list: string; entries: CrtListEntry[] }>;
+	/** Every detail and list member read now ("full"), or only what can have changed ("incremental"). */
+	observation: string;
 }
 
 export async function observeRuntime(ctx: RuntimeContext, signal: AbortSignal): Promise<EndpointObservation> {
@@ -50,16 +52,22 @@ export async function observeRuntime(ctx: RuntimeContext, signal: AbortSignal): 
 			crtLists,
 		};
 	} catch (e) {
+		ctx.memory = undefined;
 		return { endpoint: ctx.config.name, ok: false, error: endpointError(ctx, e, "observe") };
 	}
 }
 
-/** The worker first, then the files, the store listing and the crt-lists, then every detail and list member. */
+/**
+ * The worker first, then the files, the store listing and the crt-lists; then every detail and list member
+ * (a full observation), or, when nothing but certificatee's own writes can have changed since the last one,
+ * only the details of the stores it wrote (the rest as the last observation read them). See fullBecause().
+ */
 async function readHeld(ctx: RuntimeContext): Promise<Held> {
 	const { client } = ctx;
 	const worker = await client.checkWorker();
+	const changedFiles = new Set<string>();
 	const [files, list, lists] = await Promise.all([
-		readCrtDir(ctx.config.crt_dir, ctx.fileCache),
+		readCrtDir(ctx.config.crt_dir, ctx.fileCache, changedFiles),
 		client.showCerts(),
 		client.showCrtLists(),
 	]);
@@ -67,20 +75,78 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 	const inDir = list.names.filter((n) => n.startsWith(prefix) && !n.slice(prefix.length).includes("/"));
 	// Certificates loaded from elsewhere are observed too, so the plan knows who serves a name; they are never
 	// written or removed.
-	const outside = list.names.filter((n) => !inDir.includes(n) && !n.startsWith("*"));
+	const inDirSet = new Set(inDir);
+	const outside = list.names.filter((n) => !inDirSet.has(n) && !n.startsWith("*"));
+	const memory = ctx.memory;
+	const full = fullBecause(ctx, { worker, list, lists, changedFiles });
+	const touched = ctx.touched;
+	ctx.touched = untouched();
+	const detailOf = (n: string) =>
+		full === undefined && memory?.details.has(n) && !touched.names.has(n)
+			? memory.details.get(n)
+			: client.showCert(n);
 	const [details, outsideDetails, members] = await Promise.all([
-		Promise.all(inDir.map((n) => client.showCert(n))),
-		Promise.all(outside.map((n) => client.showCert(n))),
-		Promise.all(lists.map(async (l) => ({ list: l, entries: (await client.showCrtList(l)) ?? [] }))),
+		Promise.all(inDir.map(detailOf)),
+		Promise.all(outside.map(detailOf)),
+		full === undefined && memory
+			? memory.members.map((m) => ({ list: m.list, entries: [...m.entries] }))
+			: Promise.all(lists.map(async (l) => ({ list: l, entries: (await client.showCrtList(l)) ?? [] }))),
 	]);
-	return {
+	const held: Held = {
 		worker,
 		files,
 		list,
 		inDir: inDir.map((n, i) => [n, details[i]]),
 		outside: outside.map((n, i) => [n, outsideDetails[i]]),
 		members,
+		observation: full === undefined ? "incremental" : `full (${full})`,
 	};
+	ctx.memory = {
+		worker,
+		names: new Set(list.names),
+		lists,
+		details: new Map([...held.inDir, ...held.outside]),
+		members,
+		sinceFull: full === undefined ? (memory?.sinceFull ?? 0) + 1 : 0,
+	};
+	return held;
+}
+
+/**
+ * Why this observation must read everything again, or undefined when the last one can be reused for all but
+ * certificatee's own writes: it is not the first, not the full_observation_every-th, certificatee changed
+ * nothing but files and certificate contents (no failed write), and nothing changed behind its back that shows
+ * without reading every detail: the same worker, no open transaction, the same store names and crt-lists, no
+ * file in crt_dir changed that certificatee did not write. A certificate replaced behind its back through the
+ * socket alone is seen at the next full observation.
+ */
+function fullBecause(
+	ctx: RuntimeContext,
+	now: {
+		worker: WorkerIdentity;
+		list: CertList;
+		lists: readonly string[];
+		changedFiles: ReadonlySet<string>;
+	},
+): string | undefined {
+	const memory = ctx.memory;
+	if (memory === undefined) return "first";
+	if (memory.sinceFull + 1 >= ctx.config.full_observation_every) {
+		return `every ${ctx.config.full_observation_every}`;
+	}
+	if (ctx.touched.all) return "certificatee changed stores or crt-lists, or a write failed";
+	if (now.worker.pid !== memory.worker.pid || now.worker.node !== memory.worker.node) return "worker changed";
+	if (now.worker.uptimeSec < memory.worker.uptimeSec) return "worker restarted";
+	if (now.list.transaction !== undefined) return "a transaction is open";
+	if (now.list.names.length !== memory.names.size || now.list.names.some((n) => !memory.names.has(n))) {
+		return "store names changed";
+	}
+	if (now.lists.length !== memory.lists.length || now.lists.some((l, i) => l !== memory.lists[i])) {
+		return "crt-lists changed";
+	}
+	const foreign = [...now.changedFiles].find((ref) => !ctx.touched.files.has(ref));
+	if (foreign !== undefined) return `${foreign} changed in crt_dir`;
+	return undefined;
 }
 
 /** One ObservedRef per file in crt_dir and per certificate HAProxy holds, with the crt-lists naming it. Pure. */
@@ -135,6 +201,7 @@ function observationInfo(held: Held, removed: readonly string[], readOnly: boole
 		...(worker.node ? { node: worker.node } : {}),
 		pid: String(worker.pid),
 		uptime_sec: String(worker.uptimeSec),
+		observation: held.observation,
 		...(list.transaction ? { open_transaction: list.transaction } : {}),
 		...(removed.length > 0 ? { [readOnly ? "leftovers" : "removed_leftovers"]: removed.join(", ") } : {}),
 	};

@@ -38,6 +38,11 @@ export const runtimeTargetSchema = z
 		master_cli: z.string().min(1).optional(),
 		/** The reload budget (docs/reloads.md): default max_per_hour 0, never reload. */
 		reloads: reloadsSchema,
+		/**
+		 * Every how many observations of a running certificatee one reads every certificate's detail again; the
+		 * others read what can have changed (docs/haproxy-runtime-target.md). 1: every observation is full.
+		 */
+		full_observation_every: z.number().int().min(1).default(10),
 	})
 	.refine((c) => c.reloads.max_per_hour === 0 || c.master_cli !== undefined || c.master_socket, {
 		message:

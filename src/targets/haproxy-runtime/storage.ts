@@ -4,6 +4,7 @@
  * fsync of the directory, once for a batch of files) and private (0600).
  */
 import { randomBytes, X509Certificate } from "node:crypto";
+import { statSync } from "node:fs";
 import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import pLimit from "p-limit";
@@ -20,28 +21,40 @@ export type CrtDirCache = Map<string, { stamp: string; meta: RefMeta }>;
 
 /**
  * Every certificate file in crt_dir (file name = ref) with what its leaf says; unreadable files have an
- * empty meta. With a cache, unchanged files cost one stat instead of a read and an X.509 parse.
+ * empty meta. With a cache, unchanged files cost one stat instead of a read and an X.509 parse; `changed`
+ * receives the refs whose file is new, different or gone since the cache saw them.
  */
-export async function readCrtDir(dir: string, cache: CrtDirCache = new Map()): Promise<Map<string, RefMeta>> {
+export async function readCrtDir(
+	dir: string,
+	cache: CrtDirCache = new Map(),
+	changed?: Set<string>,
+): Promise<Map<string, RefMeta>> {
 	const entries = await readdir(dir, { withFileTypes: true });
 	const refs = new Map<string, RefMeta>();
-	const files = entries.filter((e) => e.isFile() && !e.name.startsWith(".") && !COMPANION.test(e.name));
+	const toRead: Array<{ ref: string; stamp: string }> = [];
+	for (const e of entries) {
+		if (!e.isFile() || e.name.startsWith(".") || COMPANION.test(e.name)) continue;
+		// Synchronous: thousands of stats take a few milliseconds this way, and far longer as promises.
+		const s = statSync(join(dir, e.name), { throwIfNoEntry: false });
+		if (s === undefined) continue; // removed since the listing
+		const stamp = stampOf(s);
+		const cached = cache.get(e.name);
+		if (cached?.stamp === stamp) refs.set(e.name, cached.meta);
+		else toRead.push({ ref: e.name, stamp });
+	}
 	await Promise.all(
-		files.map(async (e) => {
-			const path = join(dir, e.name);
-			const s = await stat(path);
-			const stamp = `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
-			const cached = cache.get(e.name);
-			if (cached?.stamp === stamp) {
-				refs.set(e.name, cached.meta);
-				return;
-			}
-			const meta = leafMeta(await readFile(path, "utf8"));
-			cache.set(e.name, { stamp, meta });
-			refs.set(e.name, meta);
+		toRead.map(async ({ ref, stamp }) => {
+			const meta = leafMeta(await readFile(join(dir, ref), "utf8"));
+			cache.set(ref, { stamp, meta });
+			refs.set(ref, meta);
+			changed?.add(ref);
 		}),
 	);
-	for (const ref of cache.keys()) if (!refs.has(ref)) cache.delete(ref);
+	for (const ref of cache.keys()) {
+		if (refs.has(ref)) continue;
+		cache.delete(ref);
+		changed?.add(ref);
+	}
 	return refs;
 }
 
@@ -52,6 +65,11 @@ export function chainNames(pem: string): Array<{ subject: string; issuer: string
 		const x = new X509Certificate(b);
 		return { subject: commonName(x.subject), issuer: commonName(x.issuer) };
 	});
+}
+
+/** A file's identity for the cache: inode, size and times. */
+function stampOf(s: { ino: number; size: number; mtimeMs: number; ctimeMs: number }): string {
+	return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
 }
 
 /** A ref is a plain file name inside crt_dir. */
@@ -81,9 +99,11 @@ const WRITE_CONCURRENCY = 32;
  */
 export async function writeAtomicMany(
 	dir: string,
-	items: ReadonlyArray<{ ref: string; content: string }>,
+	items: ReadonlyArray<{ ref: string; content: string; meta?: RefMeta }>,
+	cache?: CrtDirCache,
 ): Promise<Array<CertificateeError | undefined>> {
 	const errors: Array<CertificateeError | undefined> = new Array(items.length).fill(undefined);
+	const inodes: Array<number | undefined> = new Array(items.length).fill(undefined);
 	const limit = pLimit(WRITE_CONCURRENCY);
 	await Promise.all(
 		items.map(({ ref, content }, i) =>
@@ -96,7 +116,7 @@ export async function writeAtomicMany(
 					return;
 				}
 				try {
-					await replaceFileUnsynced(path, content, 0o600);
+					inodes[i] = await replaceFileUnsynced(path, content, 0o600);
 				} catch (cause) {
 					errors[i] = storageError(dir, ref, "write", cause);
 				}
@@ -109,6 +129,12 @@ export async function writeAtomicMany(
 	} catch (cause) {
 		// Renamed but not known to be durable: reported failed (the next cycle writes them again).
 		return items.map(({ ref }, i) => errors[i] ?? storageError(dir, ref, "write", cause));
+	}
+	// What a written file says is known: the cache takes it while the file is still the one written (its inode).
+	for (const [i, { ref, meta }] of items.entries()) {
+		if (cache === undefined || meta === undefined || errors[i] !== undefined) continue;
+		const s = statSync(join(dir, ref), { throwIfNoEntry: false });
+		if (s !== undefined && s.ino === inodes[i]) cache.set(ref, { stamp: stampOf(s), meta });
 	}
 	return errors;
 }
@@ -136,13 +162,14 @@ export async function replaceFile(
 	await syncDir(dirname(path));
 }
 
-/** replaceFile() without the fsync of the directory: the caller fsyncs it (once for several files). */
+/** replaceFile() without the fsync of the directory (the caller fsyncs it, once for several files); the new inode. */
 async function replaceFileUnsynced(
 	path: string,
 	content: string,
 	mode: number,
 	owner?: { uid: number; gid: number },
-): Promise<void> {
+): Promise<number> {
+	let ino: number;
 	const dir = dirname(path);
 	const temp = join(dir, `.${basename(path)}.certificatee-${randomBytes(6).toString("hex")}.tmp`);
 	writing.add(temp);
@@ -155,6 +182,7 @@ async function replaceFileUnsynced(
 			}
 			await handle.writeFile(content);
 			await handle.sync();
+			ino = (await handle.stat()).ino;
 		} finally {
 			await handle.close();
 		}
@@ -165,6 +193,7 @@ async function replaceFileUnsynced(
 	} finally {
 		writing.delete(temp);
 	}
+	return ino;
 }
 
 /**

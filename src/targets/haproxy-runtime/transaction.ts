@@ -35,18 +35,18 @@ export async function updateCertificate(
  * Replaces several existing certificate stores in one turn of the node's writer: the worker noted and a stale
  * transaction aborted once, then each certificate's `set` and `commit` written back to back (one transaction at
  * a time, in order; one that does not go through is aborted and written again the careful way), then the worker
- * compared and every certificate read back (reads pipelined). One result per item, in order: the write, or why
- * it failed.
+ * compared and every certificate read back (reads pipelined) against `expected` (serial and SHA-1 of the leaf
+ * the PEM holds; read from the PEM when not given). One result per item, in order: the write, or why it failed.
  */
 export function updateCertificates(
 	client: RuntimeClient,
-	items: ReadonlyArray<{ name: string; pem: string }>,
+	items: ReadonlyArray<{ name: string; pem: string; expected?: { serial: string; sha1: string } }>,
 ): Promise<Array<RuntimeWrite | CertificateeError>> {
 	return client.exclusive(async () => {
 		const results: Array<RuntimeWrite | CertificateeError | undefined> = items.map(() => undefined);
-		const expected = items.map(({ name, pem }, i) => {
+		const expected = items.map(({ name, pem, expected }, i) => {
 			try {
-				return leafIdentity(pem, client.name, name);
+				return expected ?? leafIdentity(pem, client.name, name);
 			} catch (e) {
 				results[i] = asError(client, e, name);
 				return undefined;
