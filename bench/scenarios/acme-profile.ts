@@ -1,9 +1,10 @@
 /**
  * certificatee's variant of scenario 3 alone, for profiling: one fresh Pebble (validation skipped, or real
- * HTTP-01), M orders at the given concurrency. With a fourth argument, a V8 CPU profile of the issuance alone (not the module
- * loading or Pebble's start) is written there (.cpuprofile: Chrome DevTools, speedscope), and its top
- * self-time functions are printed. The profiler samples wall time: on a loaded machine, time the process
- * spent descheduled is charged to whatever it was running.
+ * HTTP-01), M orders at the given concurrency. With a fourth argument, a V8 CPU profile of the issuance
+ * alone (not the module loading or Pebble's start) is written there (.cpuprofile: Chrome DevTools,
+ * speedscope), and its top self-time functions are printed as Markdown (bench/lib/cpuprofile.ts). The
+ * profiler samples wall time: on a loaded machine, time the process spent descheduled is charged to
+ * whatever it was running.
  *
  *   npx tsx bench/scenarios/acme-profile.ts [M=50] [concurrency=10] [always-valid|http-01] [out.cpuprofile]
  */
@@ -12,6 +13,7 @@ import { Session } from "node:inspector/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { startPebble } from "../../test/harness/pebble.js";
+import { selfTimeMarkdown } from "../lib/cpuprofile.js";
 import { certificatee } from "./acme.js";
 
 const m = Number(process.argv[2] ?? 50);
@@ -36,41 +38,15 @@ try {
 	if (out) {
 		const { profile } = await inspector.post("Profiler.stop");
 		await writeFile(out, JSON.stringify(profile));
-		console.log(selfTimeSummary(profile, 25));
+		console.log(
+			selfTimeMarkdown(
+				out,
+				`certificatee, ${m} orders, concurrency ${concurrency}, ${mode}: CPU profile of the issuance`,
+			),
+		);
 	}
 } finally {
 	inspector.disconnect();
 	await pebble.stop();
 	await rm(dir, { recursive: true, force: true });
-}
-
-/** The functions with the most self time (samples in the function itself), idle left out. */
-function selfTimeSummary(
-	profile: {
-		nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
-		samples?: number[];
-		timeDeltas?: number[];
-	},
-	top: number,
-): string {
-	const frame = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
-	const self = new Map<string, number>();
-	let busy = 0;
-	for (const [i, id] of (profile.samples ?? []).entries()) {
-		const f = frame.get(id)!;
-		if (f.functionName === "(idle)") continue;
-		const dt = profile.timeDeltas?.[i] ?? 0;
-		const url = f.url.replace(/^.*node_modules\//, "").replace(/^file:\/\/.*?\/(src|bench|test)\//, "$1/");
-		const name = `${f.functionName || "(anonymous)"} ${url}${url && f.lineNumber > 0 ? `:${f.lineNumber + 1}` : ""}`;
-		self.set(name, (self.get(name) ?? 0) + dt);
-		busy += dt;
-	}
-	const rows = [...self].sort((a, b) => b[1] - a[1]).slice(0, top);
-	return [
-		`busy ${(busy / 1000).toFixed(0)} ms (sampled); top ${top} by self time:`,
-		...rows.map(
-			([name, us]) =>
-				`${(us / 1000).toFixed(1).padStart(8)} ms ${((100 * us) / busy).toFixed(1).padStart(5)} %  ${name}`,
-		),
-	].join("\n");
 }
