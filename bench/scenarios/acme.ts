@@ -5,7 +5,7 @@
  * (one process, concurrency 4 and 10) against Debian's lego and certbot, sequential and 10 parallel processes.
  * Wall time, and CPU time (user+sys) of the client side only (Pebble's CPU is not counted for anyone).
  */
-import { execFile, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { createReadStream, existsSync, readdirSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
@@ -16,6 +16,7 @@ import { openFileStore } from "../../src/store/file-store.js";
 import { type PebbleHandle, startPebble } from "../../test/harness/pebble.js";
 import { seconds } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
+import { timedBash } from "../lib/shell.js";
 
 export interface AcmeOptions {
 	certs: number;
@@ -78,36 +79,6 @@ export function ensurePeers(notes: string[]): Record<Peer, string | undefined> {
 		}
 	}
 	return out;
-}
-
-/** Runs a bash script; CPU from bash's `times` (children's user+sys: every process the script waited for). */
-function bash(
-	script: string,
-	env: NodeJS.ProcessEnv,
-	timeoutMs: number,
-): Promise<{ wallS: number; cpuS: number; error?: string }> {
-	const started = performance.now();
-	return new Promise((resolve) => {
-		execFile(
-			"bash",
-			["-c", `${script}\nstatus=$?\ntimes\nexit $status`],
-			{ env, timeout: timeoutMs, maxBuffer: 256 * 2 ** 20 },
-			(error, stdout, stderr) => {
-				const wallS = seconds(started);
-				const lines = stdout.trim().split("\n");
-				const children = lines.at(-1) ?? "";
-				const cpu = [...children.matchAll(/(\d+)m([\d.]+)s/g)].reduce(
-					(s, m) => s + Number(m[1]) * 60 + Number(m[2]),
-					0,
-				);
-				resolve({
-					wallS,
-					cpuS: cpu,
-					...(error ? { error: `${error.message.slice(0, 200)} ${stderr.slice(-500)}` } : {}),
-				});
-			},
-		);
-	});
 }
 
 /** Serves <root>/.well-known/acme-challenge/* on 127.0.0.1:port for the peers' webroot variants. */
@@ -211,7 +182,7 @@ async function peer(
 	}
 	const srv = parallel > 1 ? await webroot(web, port) : undefined;
 	try {
-		const r = await bash(script, env, 900_000);
+		const r = await timedBash(script, env, 900_000);
 		const issued =
 			tool === "lego"
 				? count(join(dir, "lego"), (n) => n.endsWith(".crt") && !n.endsWith(".issuer.crt"))
