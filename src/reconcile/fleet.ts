@@ -115,7 +115,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			const desired = selected
 				.filter((certificate) => !colliding.has(certificate.name))
 				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
-			const limit = pLimit(options.concurrency ?? 16);
+			const limit = pLimit(options.concurrency ?? Number(process.env.X_EP ?? 16));
 			const memory = await remembered();
 			const owned = options.owns ? options.endpoints.filter((e) => options.owns!(e.name)) : options.endpoints;
 			const endpoints = await Promise.all(

@@ -2,6 +2,7 @@
  * One HTTP exchange with a Data Plane API server, and the retry loop around it. Everything that can go
  * wrong on the wire becomes a CertificateeError naming the endpoint, the operation and the status.
  */
+import { setMaxListeners } from "node:events";
 import { readFileSync } from "node:fs";
 import { Pool } from "undici";
 import type { z } from "zod";
@@ -99,6 +100,20 @@ export function createHttpClient(options: HttpOptions, deps: HttpDeps): HttpClie
 	});
 	const authorization = `Basic ${Buffer.from(`${options.username}:${options.password}`).toString("base64")}`;
 
+	// undici listens for "abort" on a request's signal while the request runs: hundreds of GETs in flight would
+	// pile listeners onto the caller's signal (and warn). One signal of this client's own follows each caller
+	// signal (AbortSignal.any adds no listener to its source), with no listener limit.
+	const followers = new WeakMap<AbortSignal, AbortSignal>();
+	const follow = (signal: AbortSignal): AbortSignal => {
+		let own = followers.get(signal);
+		if (own === undefined) {
+			own = AbortSignal.any([signal]);
+			setMaxListeners(0, own);
+			followers.set(signal, own);
+		}
+		return own;
+	};
+
 	async function attempt(exchange: Exchange, signal: AbortSignal): Promise<Reply> {
 		try {
 			const res = await pool.request({
@@ -110,7 +125,7 @@ export function createHttpClient(options: HttpOptions, deps: HttpDeps): HttpClie
 					...(exchange.body ? { "content-type": exchange.body.contentType } : {}),
 				},
 				...(exchange.body ? { body: exchange.body.data } : {}),
-				signal,
+				signal: follow(signal),
 			});
 			const text = await res.body.text();
 			return { status: res.statusCode, headers: res.headers, text };

@@ -44,7 +44,7 @@ export function createDataplaneEndpoint(
 ): DataplaneEndpoint {
 	const client: DataplaneClientHandle = createDataplaneClient(config, deps);
 	const endpoint = config.name;
-	const concurrency = deps.concurrency ?? 8;
+	const concurrency = deps.concurrency ?? Number(process.env.X_OBS ?? 8);
 
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {

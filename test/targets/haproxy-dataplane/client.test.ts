@@ -257,4 +257,34 @@ describe("targets/haproxy-dataplane/client", () => {
 		expect(after.info?.pid).toBe(reloaded.pid);
 		expect(after.info?.pid).not.toBe(before.info?.pid);
 	});
+
+	it("runs many requests at once on one caller signal without piling listeners onto it", async () => {
+		const warnings: string[] = [];
+		const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+		process.on("warning", onWarning);
+		const caller = new AbortController();
+		try {
+			const answers = await Promise.all(Array.from({ length: 40 }, () => client.info(caller.signal)));
+			expect(answers).toHaveLength(40);
+			// Node reports a listener leak on the next tick.
+			await new Promise((resolve) => setImmediate(resolve));
+		} finally {
+			process.off("warning", onWarning);
+		}
+		expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+	});
+
+	it("stops requests in flight when the caller's signal aborts", async () => {
+		double.inject({ operation: "getInfo", kind: "latency", ms: 2_000 });
+		const caller = new AbortController();
+		const pending = Promise.allSettled(Array.from({ length: 3 }, () => client.info(caller.signal)));
+		setTimeout(() => caller.abort(new Error("stopping")), 100);
+		const results = await pending;
+		// Rejected with the caller's reason, not answered after the latency and not a timeout.
+		expect(results.map((r) => (r.status === "rejected" ? String(r.reason) : "answered"))).toEqual([
+			"Error: stopping",
+			"Error: stopping",
+			"Error: stopping",
+		]);
+	});
 });
