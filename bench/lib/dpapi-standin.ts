@@ -321,7 +321,6 @@ async function serveNode(
 				res.writeHead(a.status, headers).end(a.body);
 			});
 	});
-	server.keepAliveTimeout = 60_000;
 	await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 	const port = (server.address() as AddressInfo).port;
 

@@ -9,6 +9,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { getHeapStatistics } from "node:v8";
 import { parseBundle } from "../../src/certificates/index.js";
 import { runCycle } from "../../src/reconcile/cycle.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
@@ -32,6 +33,10 @@ export interface CycleLine {
 	/** RSS at the end of the cycle; heap used after a full collection (when gc is exposed). */
 	rssMiB: number;
 	heapMiB?: number;
+	/** Largest V8 heap (total, used) and external memory seen during the cycle, sampled every 100 ms. */
+	heapTotalPeakMiB: number;
+	heapUsedPeakMiB: number;
+	externalPeakMiB: number;
 	steps: number;
 	failedEndpoints: number;
 	refs: number;
@@ -67,7 +72,28 @@ const sampler = setInterval(() => {
 }, 20);
 line({ loaded: true, rssBeforeMiB: rssBefore / MiB, rssLoadedMiB: process.memoryUsage().rss / MiB });
 
+let heapPeak = { total: 0, used: 0, external: 0 };
+const heapSampler = setInterval(() => {
+	const h = getHeapStatistics();
+	heapPeak = {
+		total: Math.max(heapPeak.total, h.total_heap_size),
+		used: Math.max(heapPeak.used, h.used_heap_size),
+		external: Math.max(heapPeak.external, h.external_memory),
+	};
+}, 100);
+
+// Diagnosis (FLEET_LIVE_PROBE=1): the live heap mid-cycle, by a full collection every second.
+let liveMax = 0;
+const liveProbe =
+	process.env.FLEET_LIVE_PROBE && gc
+		? setInterval(() => {
+				gc();
+				liveMax = Math.max(liveMax, process.memoryUsage().heapUsed);
+			}, 1000)
+		: undefined;
+
 async function cycle(): Promise<{ report: CycleReport; wallS: number; cpuS: number }> {
+	heapPeak = { total: 0, used: 0, external: 0 };
 	const started = performance.now();
 	const cpu0 = process.cpuUsage();
 	const report = await runCycle(
@@ -98,6 +124,9 @@ for (let i = 0; i < job.cycles; i++) {
 		wallS,
 		cpuS,
 		rssMiB: 0,
+		heapTotalPeakMiB: heapPeak.total / MiB,
+		heapUsedPeakMiB: heapPeak.used / MiB,
+		externalPeakMiB: heapPeak.external / MiB,
 		steps: endpoints.reduce((n, e) => n + e.steps.length, 0),
 		failedEndpoints: endpoints.filter((e) => !e.ok).length,
 		refs: endpoints.reduce((n, e) => n + e.refs.length, 0),
@@ -136,6 +165,11 @@ if (job.renewed) {
 	});
 }
 clearInterval(sampler);
+clearInterval(heapSampler);
+if (liveProbe) {
+	clearInterval(liveProbe);
+	process.stderr.write(`live heap max mid-cycle: ${(liveMax / MiB).toFixed(0)} MiB\n`);
+}
 await target.close();
 const hwm = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync("/proc/self/status", "utf8"));
 const cpu = process.cpuUsage();

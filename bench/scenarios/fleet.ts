@@ -196,7 +196,7 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 				const c = m as unknown as CycleLine;
 				cycles.push(c);
 				console.log(
-					`  fleet cycle ${c.cycle}: ${c.wallS.toFixed(2)} s, certificatee CPU ${c.cpuS.toFixed(2)} s, RSS ${c.rssMiB.toFixed(0)} MiB, heap ${c.heapMiB?.toFixed(0)} MiB, steps ${c.steps}, failed endpoints ${c.failedEndpoints}`,
+					`  fleet cycle ${c.cycle}: ${c.wallS.toFixed(2)} s, certificatee CPU ${c.cpuS.toFixed(2)} s, RSS ${c.rssMiB.toFixed(0)} MiB, heap after GC ${c.heapMiB?.toFixed(0)} MiB, peak heap total/used ${c.heapTotalPeakMiB.toFixed(0)}/${c.heapUsedPeakMiB.toFixed(0)} MiB, external ${c.externalPeakMiB.toFixed(0)} MiB, steps ${c.steps}, failed endpoints ${c.failedEndpoints}`,
 				);
 			} else if (m.noopDone) {
 				const counts = await standins.counts();
@@ -215,7 +215,7 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 					nodes.map((n) => n.probe),
 					certs[0]!.sni,
 					renewedSerial,
-					at + 120_000,
+					at + 600_000,
 				);
 				served = { s: (probed.lastAt - at) / 1000, missing: probed.missing };
 			} else if (m.renewDone) renewDone = m as typeof renewDone;

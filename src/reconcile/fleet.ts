@@ -23,7 +23,8 @@ export interface FleetOptions {
 	/** Where new certificates are made live at runtime (a crt-list, or the crt directory). */
 	newCertificateCrtList?: string;
 	certificates?: readonly string[];
-	/** Endpoints processed at once (default 16). */
+	/** Endpoints processed at once (default 8: each holds its observation until it is classified, so fewer at once
+	 * bound the memory of a large fleet; each endpoint runs 16 GETs at once, so the requests in flight stay 128). */
 	concurrency?: number;
 	/** The engine's write queues, one per HAProxy process, and the address each endpoint writes to. */
 	writers?: { queues: WriteQueues; addressOf(endpoint: string): string };
@@ -115,7 +116,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			const desired = selected
 				.filter((certificate) => !colliding.has(certificate.name))
 				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
-			const limit = pLimit(options.concurrency ?? Number(process.env.X_EP ?? 16));
+			const limit = pLimit(options.concurrency ?? 8);
 			const memory = await remembered();
 			const owned = options.owns ? options.endpoints.filter((e) => options.owns!(e.name)) : options.endpoints;
 			const endpoints = await Promise.all(

@@ -25,7 +25,7 @@ export interface DataplaneEndpointDeps extends ClientDeps {
 	now(): Date;
 	/** The target's allow_name_removal (default false). */
 	allowNameRemoval?: boolean;
-	/** GETs in flight during observe(). Default 8. */
+	/** GETs in flight during observe(). Default 16. */
 	concurrency?: number;
 	/** The target's storage_dir as haproxy.cfg spells it: the crt directory whose members the API cannot list. */
 	storageDir?: string;
@@ -44,7 +44,7 @@ export function createDataplaneEndpoint(
 ): DataplaneEndpoint {
 	const client: DataplaneClientHandle = createDataplaneClient(config, deps);
 	const endpoint = config.name;
-	const concurrency = deps.concurrency ?? Number(process.env.X_OBS ?? 8);
+	const concurrency = deps.concurrency ?? 16;
 
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {

@@ -4,7 +4,6 @@
  * (`joinRefs`, `storageMeta`, `runtimeMeta`); `observeEndpoint` only fetches.
  */
 import { basename, dirname } from "node:path";
-import pLimit from "p-limit";
 import { parseSubjectAltName } from "../../certificates/bundle.js";
 import { keyTypeOf } from "../../certificates/chain.js";
 import { nameSet, normaliseSerial } from "../../certificates/names.js";
@@ -221,46 +220,53 @@ export async function observeEndpoint(
 	options: ObserveOptions,
 	signal: AbortSignal,
 ): Promise<{ refs: ObservedRef[]; crtLists: ObservedCrtList[] }> {
-	const { concurrency } = options;
-	const limit = pLimit(concurrency);
 	const [items, names, lists] = await Promise.all([
 		client.storage.list(signal),
 		client.runtime.list(signal),
 		client.crtLists.lists(signal),
 	]);
-	const [storage, runtime, entries] = await Promise.all([
-		Promise.all(
-			items.map((i) =>
-				limit(async (): Promise<FetchedStorage> => {
-					const file = i.file === undefined ? {} : { file: i.file };
-					if (!apiAddressable(i.storageName)) {
-						return {
-							storageName: i.storageName,
-							...file,
-							meta: {},
-							addressedAs: sanitizeStorageName(i.storageName),
-						};
-					}
-					return {
+	const storage = new Array<FetchedStorage>(items.length);
+	const runtime = new Array<FetchedRuntime>(names.length);
+	const entries = new Array<{ list: string; entries: CrtListEntry[] }>(lists.length);
+	// A few workers pull the next GET from one list of all of them: nothing is queued per item (thousands of
+	// pending promises per endpoint), and each answer is reduced to its metadata as soon as it arrives.
+	const jobs = items.length + names.length + lists.length;
+	const run = async (k: number): Promise<void> => {
+		if (k < items.length) {
+			const i = items[k] as (typeof items)[number];
+			const file = i.file === undefined ? {} : { file: i.file };
+			storage[k] = !apiAddressable(i.storageName)
+				? { storageName: i.storageName, ...file, meta: {}, addressedAs: sanitizeStorageName(i.storageName) }
+				: {
 						storageName: i.storageName,
 						...file,
 						meta: await metaOrEmpty(() => client.storage.get(i.storageName, signal), storageMeta),
 					};
-				}),
-			),
-		),
-		Promise.all(
-			names.map((name) =>
-				limit(async () => ({
-					name,
-					meta: await metaOrEmpty(() => client.runtime.get(name, signal), runtimeMeta),
-				})),
-			),
-		),
-		Promise.all(
-			lists.map((l) => limit(async () => ({ list: l, entries: await client.crtLists.entries(l, signal) }))),
-		),
-	]);
+			return;
+		}
+		const r = k - items.length;
+		if (r < names.length) {
+			const name = names[r] as string;
+			runtime[r] = { name, meta: await metaOrEmpty(() => client.runtime.get(name, signal), runtimeMeta) };
+			return;
+		}
+		const list = lists[r - names.length] as string;
+		entries[r - names.length] = { list, entries: await client.crtLists.entries(list, signal) };
+	};
+	let next = 0;
+	let failed = false;
+	const worker = async () => {
+		// After the first error (the endpoint's failure) no further GET is sent.
+		while (!failed && next < jobs) {
+			try {
+				await run(next++);
+			} catch (e) {
+				failed = true;
+				throw e;
+			}
+		}
+	};
+	await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, jobs)) }, worker));
 	const crtDirectories = options.storageDir === undefined ? [] : [options.storageDir];
 	return {
 		refs: joinRefs(storage, runtime, crtListMembership(entries, runtime, options.storageDir)),
