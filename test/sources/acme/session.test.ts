@@ -7,10 +7,17 @@ import diagnostics from "node:diagnostics_channel";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import acme from "acme-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Secret } from "../../../src/certificates/types.js";
+import { isCertificateeError } from "../../../src/errors.js";
 import { createAcmeIssuer } from "../../../src/sources/acme/index.js";
-import { accountSigner, createCaSession, SessionHttpClient } from "../../../src/sources/acme/session.js";
+import {
+	accountSigner,
+	attachSession,
+	createCaSession,
+	SessionHttpClient,
+} from "../../../src/sources/acme/session.js";
 import { type PebbleHandle, startPebble } from "../../harness/pebble.js";
 import { stateAt } from "../../harness/state.js";
 import { expectValidIssue, pebbleConfig } from "./helpers.js";
@@ -160,4 +167,31 @@ describe("accountSigner", () => {
 			expect(ok).toBe(true);
 		});
 	}
+});
+
+describe("attachSession", () => {
+	it("replaces the HttpClient of acme-client 5.4's Client and its AcmeApi, and refuses a client without them", () => {
+		const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+		const key = new Secret(privateKey.export({ type: "pkcs8", format: "pem" }).toString());
+		const session = createCaSession("https://ca.test/dir", {
+			dispatcher: undefined as never,
+			retries: 0,
+			requestTimeoutMs: 1000,
+			retryDelayMs: 1,
+		});
+		const ctx = { signal: AbortSignal.timeout(1000), problems: [] };
+		const client = new acme.Client({ directoryUrl: "https://ca.test/dir", accountKey: key.reveal() });
+		const http = attachSession(client, session, accountSigner(key), undefined, ctx);
+		const inner = client as unknown as { http: unknown; api: { http: unknown } };
+		expect(inner.http).toBe(http);
+		expect(inner.api.http).toBe(http);
+		const error = (() => {
+			try {
+				attachSession({} as acme.Client, session, accountSigner(key), undefined, ctx);
+			} catch (e) {
+				return e;
+			}
+		})();
+		expect(isCertificateeError(error, "INTERNAL")).toBe(true);
+	});
 });
