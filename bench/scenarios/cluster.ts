@@ -215,7 +215,9 @@ async function issueToServed(endpoints: string[], nodes: Haproxy[], options: Clu
 		const leader = await r.leader();
 		const from = r.replica(leader).daemon.logs.length;
 		const t0 = performance.now();
-		const renew = await certificatee(["renew", `api-${tag}`, "--force", "--config", r.configFile], { env: r.env });
+		const renew = await certificatee(["renew", `api-${tag}`, "--force", "--config", r.configFile], {
+			env: r.env,
+		});
 		if (renew.code !== 0) throw new Error(`renew failed: ${renew.stderr}`);
 		const issued = r.replica(leader).daemon.waitForLog(/certificate issued/, { from, timeoutMs: 30_000 });
 		await issued;
