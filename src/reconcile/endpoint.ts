@@ -349,7 +349,8 @@ function workerKey(observation: Observed): { worker?: WorkerIdentity } {
 
 /**
  * After the writes: observes again and compares the worker with the one observed before them. Undefined when
- * it is the same worker, or when the driver does not say which worker answered (nothing to compare).
+ * it is the same worker, or when the driver does not say which worker answered (nothing to compare). A driver
+ * that can name its worker alone (`worker()`) is observed again only when that worker changed.
  */
 async function workerChange(
 	job: EndpointJob,
@@ -357,6 +358,9 @@ async function workerChange(
 ): Promise<{ from: number; to: number | "?"; again: EndpointObservation } | undefined> {
 	const was = workerFromInfo(before.info, before.observedAt);
 	if (was === undefined) return undefined;
+	const asked = job.driver.worker ? await job.driver.worker().catch(() => undefined) : undefined;
+	const answered = asked && workerFromInfo(asked, job.now());
+	if (answered !== undefined && sameWorker(was, answered)) return undefined;
 	const again = await observeSafely(job);
 	if (!again.ok) return { from: was.pid, to: "?", again };
 	const now = workerFromInfo(again.info, again.observedAt);

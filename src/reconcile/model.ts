@@ -185,6 +185,8 @@ export interface EndpointDriver {
 	applyBatch?(actions: readonly HaproxyAction[], signal: AbortSignal): Promise<ActionResult[]>;
 	/** The ops applyBatch() takes. */
 	readonly batches?: ReadonlySet<HaproxyAction["op"]>;
+	/** The worker that answers now, as an observation's `info` names it (`pid`, `uptime_sec`, `node`): a cheap look. */
+	worker?(): Promise<Record<string, string>>;
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
 	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
 	/**

@@ -11,7 +11,7 @@ import { type EndpointDriver, runtimeNameOf, storageDirName } from "../../reconc
 import { applyRuntimeAction, applyRuntimeBatch, BATCHED_OPS } from "./apply.js";
 import { type RuntimeContext, untouched } from "./context.js";
 import { reloadThroughMaster } from "./master.js";
-import { observeRuntime } from "./observe.js";
+import { observeRuntime, workerInfo } from "./observe.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
 
@@ -66,6 +66,7 @@ export function createRuntimeEndpoint(
 		apply: (action, signal) => applyRuntimeAction(ctx, action, signal),
 		applyBatch: (actions, signal) => applyRuntimeBatch(ctx, actions, signal),
 		batches: BATCHED_OPS,
+		worker: async () => workerInfo(await client.checkWorker()),
 		close: () => client.close(),
 	};
 	const master = config.master_cli ?? (config.master_socket ? config.socket : undefined);

@@ -195,12 +195,19 @@ function editableListDirs(files: readonly ObservedCrtList[]): Set<string> {
 	return new Set(files.filter((l) => l.editable).map((l) => dirname(l.name)));
 }
 
-function observationInfo(held: Held, removed: readonly string[], readOnly: boolean): Record<string, string> {
-	const { worker, list } = held;
+/** The worker as an observation's `info` names it. */
+export function workerInfo(worker: WorkerIdentity): Record<string, string> {
 	return {
 		...(worker.node ? { node: worker.node } : {}),
 		pid: String(worker.pid),
 		uptime_sec: String(worker.uptimeSec),
+	};
+}
+
+function observationInfo(held: Held, removed: readonly string[], readOnly: boolean): Record<string, string> {
+	const { worker, list } = held;
+	return {
+		...workerInfo(worker),
 		observation: held.observation,
 		...(list.transaction ? { open_transaction: list.transaction } : {}),
 		...(removed.length > 0 ? { [readOnly ? "leftovers" : "removed_leftovers"]: removed.join(", ") } : {}),
