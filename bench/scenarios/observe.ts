@@ -1,3 +1,13 @@
+/**
+ * Scenario 2, observation cost. One HAProxy with N refs: certificatee's observe() through the pipelined
+ * runtime socket (the haproxy-runtime driver) and through the Data Plane API stand-in (bench/lib/dpapi-standin.ts:
+ * the double's handlers without validation, reads from memory), against one connection per command (what a
+ * shell loop over `socat` does). A no-op sync cycle (all N already in place): writes (must be 0) and wall time,
+ * against an unconditional reload. (The fleet is its own scenario: fleet.ts.)
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createDataplaneEndpoint } from "../../src/targets/haproxy-dataplane/index.js";
 import {
 	dataplaneEndpointSchema,
@@ -6,8 +16,8 @@ import {
 import { createRuntimeEndpoint } from "../../src/targets/haproxy-runtime/index.js";
 import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js";
 import { buildTarget } from "../../src/targets/registry.js";
-import { type DpapiDouble, startDpapiDouble } from "../../test/harness/dpapi-double/index.js";
 import { type Haproxy, socketCommand, startHaproxy } from "../../test/harness/haproxy.js";
+import { type Standins, spawnStandins } from "../lib/dpapi-standin.js";
 import { crtDirFiles, desiredOf, makeCerts } from "../lib/pool.js";
 import { median, seconds } from "../lib/proc.js";
 import { masterReady, reloadToNewWorker } from "../lib/reload.js";
@@ -52,7 +62,8 @@ async function perConnection(h: Haproxy): Promise<number> {
 async function single(n: number, reps: number, rows: Row[], notes: string[]): Promise<void> {
 	const certs = await makeCerts(n);
 	const h = await startHaproxy({ crtDir: crtDirFiles(certs) });
-	let double: DpapiDouble | undefined;
+	let standin: Standins | undefined;
+	const scratch = await mkdtemp(join(tmpdir(), "certificatee-bench-observe-"));
 	const closers: Array<() => Promise<void>> = [];
 	try {
 		const runtimeConfig = runtimeTargetSchema.parse({
@@ -69,8 +80,19 @@ async function single(n: number, reps: number, rows: Row[], notes: string[]): Pr
 		const runtimeS = await medianOf(reps, () => driver.observe(never()));
 		const perConnS = await medianOf(reps, () => perConnection(h));
 
-		double = await startDpapiDouble({ haproxy: h });
-		const endpointRaw = { name: "lb", url: double.url, username: double.username, password: double.password };
+		// The Data Plane API stand-in (the double's handlers, reads from memory): the figure is certificatee's own.
+		standin = await spawnStandins([{ adminSocket: h.adminSocket, haproxyDir: h.dir, storageDir: h.crtDir }], {
+			processes: 1,
+			username: "admin",
+			password: "standin-password",
+			scratch,
+		});
+		const endpointRaw = {
+			name: "lb",
+			url: standin.urls[0]!,
+			username: "admin",
+			password: "standin-password",
+		};
 		const endpointConfig = dataplaneEndpointSchema.parse(endpointRaw);
 		const api = createDataplaneEndpoint(endpointConfig, { now: () => new Date() });
 		closers.push(() => api.close());
@@ -98,7 +120,7 @@ async function single(n: number, reps: number, rows: Row[], notes: string[]): Pr
 			{
 				...base,
 				metric: `observe ${refs} refs (s)`,
-				variant: "dataplane driver via API double",
+				variant: "dataplane driver via API stand-in",
 				certificatee: apiS,
 				baseline: perConnS,
 			},
@@ -133,10 +155,10 @@ async function single(n: number, reps: number, rows: Row[], notes: string[]): Pr
 		const runtimeNoopS = await medianOf(reps, async () => {
 			runtimeSteps += await noop(runtimeTarget);
 		});
-		const writesBefore = apiWrites(double);
+		const writesBefore = apiWrites(await standin.counts());
 		await noop(apiTarget);
 		const apiNoopS = await medianOf(reps, () => noop(apiTarget));
-		const apiWriteCount = apiWrites(double) - writesBefore;
+		const apiWriteCount = apiWrites(await standin.counts()) - writesBefore;
 		const pid = await h.workerPid();
 		const reloadTimes: number[] = [];
 		for (let i = 0; i < reps; i++) {
@@ -165,29 +187,29 @@ async function single(n: number, reps: number, rows: Row[], notes: string[]): Pr
 			{
 				...nb,
 				metric: `no-op cycle, ${n} certs: wall (s)`,
-				variant: "dataplane target via API double",
+				variant: "dataplane target via API stand-in",
 				certificatee: apiNoopS,
 				baseline: reloadS,
 			},
 			{
 				...nb,
 				metric: `no-op cycle, ${n} certs: write requests`,
-				variant: "dataplane target (counted by the double)",
+				variant: "dataplane target (counted by the stand-in)",
 				certificatee: apiWriteCount,
 				baseline: n,
 				note: "baseline reloads all N",
 			},
 		);
-		double.assertSpecClean();
 	} finally {
 		for (const c of closers.reverse()) await c().catch(() => undefined);
-		await double?.close();
+		await standin?.close();
+		await rm(scratch, { recursive: true, force: true });
 		await h.stop();
 	}
 }
 
-function apiWrites(d: DpapiDouble): number {
-	return Object.entries(d.counts())
+function apiWrites(counts: Record<string, number>): number {
+	return Object.entries(counts)
 		.filter(([op]) => WRITE_OPS.test(op))
 		.reduce((n, [, c]) => n + c, 0);
 }
