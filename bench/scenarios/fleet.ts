@@ -252,7 +252,7 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 		rows.push(
 			{
 				metric: `no-op cycle, ${label}: wall (s), median of ${cycles.length}`,
-				variant: "dataplane target, endpoint concurrency 16",
+				variant: "dataplane target (8 endpoints at once, 16 GETs each)",
 				...(valid ? { certificatee: median(wall) } : {}),
 				...goal(valid ? median(wall) : undefined, FLEET_GOALS.cycleS, "s"),
 				note: valid ? `max ${Math.max(...wall).toFixed(2)} s` : "not valid: endpoints failed",
