@@ -19,7 +19,7 @@ describe("sources/registry", () => {
 		const stateDir = await mkdtemp(join(tmpdir(), "certificatee-registry-"));
 		try {
 			const dirConfig = sourceSchema.parse({ name: "d", type: "directory", path: "/etc/certs" });
-			expect(dirConfig).toEqual({ name: "d", type: "directory", path: "/etc/certs", debounce: 500 });
+			expect(dirConfig).toEqual({ name: "d", type: "directory", path: "/etc/certs", debounce: 100 });
 			const built = await buildSource(dirConfig, { store: stateAt(stateDir) });
 			expect(built.role === "source" && built.source.name).toBe("d");
 			const caConfig = sourceSchema.parse({ name: "c", type: "local-ca", lifetime: "90s" });

@@ -217,13 +217,25 @@ function checkCandidates(
 	return { loaded, invalid };
 }
 
-/** Calls onChange once the directory has been quiet for `debounce`; returns the stop function. */
+/**
+ * Calls onChange once the directory has been quiet for `debounce`, or `MAX_WAIT_DEBOUNCES` × `debounce` after
+ * the first change of a burst if it keeps changing (a tool writing thousands of files must not hold every
+ * renewal back until it is done). Returns the stop function.
+ */
 function watchDirectory(config: DirectorySourceConfig, onChange: () => void): () => void {
-	let timer: NodeJS.Timeout | undefined;
+	let quiet: NodeJS.Timeout | undefined;
+	let latest: NodeJS.Timeout | undefined;
 	let watcher: FSWatcher | undefined;
+	const run = () => {
+		clearTimeout(quiet);
+		clearTimeout(latest);
+		latest = undefined;
+		onChange();
+	};
 	const fire = () => {
-		clearTimeout(timer);
-		timer = setTimeout(onChange, config.debounce);
+		clearTimeout(quiet);
+		quiet = setTimeout(run, config.debounce);
+		latest ??= setTimeout(run, config.debounce * MAX_WAIT_DEBOUNCES);
 	};
 	try {
 		watcher = fsWatch(config.path, { persistent: false }, fire);
@@ -233,7 +245,10 @@ function watchDirectory(config: DirectorySourceConfig, onChange: () => void): ()
 		// Not watchable now (missing): periodic loads still pick it up.
 	}
 	return () => {
-		clearTimeout(timer);
+		clearTimeout(quiet);
+		clearTimeout(latest);
 		watcher?.close();
 	};
 }
+
+const MAX_WAIT_DEBOUNCES = 10;

@@ -7,7 +7,11 @@ export const directorySourceSchema = z.strictObject({
 	type: z.literal("directory"),
 	/** The directory to read (not recursive). */
 	path: z.string().min(1),
-	/** In the daemon, how long the directory must be quiet after a change before it is read again. */
-	debounce: duration.prefault("500ms"),
+	/**
+	 * In the daemon, how long the directory must be quiet after a change before it is read again (a cycle starts
+	 * at most 10 × debounce after the first change of a burst, however long the burst). Unchanged files cost
+	 * nothing to read again, so this is short.
+	 */
+	debounce: duration.prefault("100ms"),
 });
 export type DirectorySourceConfig = z.infer<typeof directorySourceSchema>;

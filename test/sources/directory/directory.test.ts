@@ -136,4 +136,23 @@ describe("sources/directory", () => {
 		await new Promise((r) => setTimeout(r, 400));
 		expect(calls).toBe(2);
 	});
+
+	it("watch() does not wait for the end of a long burst: it calls back 10 debounces after its first change", async () => {
+		const s = source("300ms");
+		let calls = 0;
+		const stop = s.watch(() => {
+			calls += 1;
+		});
+		try {
+			// A change every 30 ms for 4 s: never quiet for 300 ms.
+			const until = Date.now() + 4000;
+			for (let i = 0; Date.now() < until; i++) {
+				await put("busy.pem", String(i));
+				await new Promise((r) => setTimeout(r, 30));
+			}
+			expect(calls).toBeGreaterThanOrEqual(1);
+		} finally {
+			stop();
+		}
+	});
 });
