@@ -73,7 +73,12 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 			roll: num(values.roll, 100),
 			...(values["cpu-prof"] ? { cpuProfDir: resolve(values["cpu-prof"]) } : {}),
 		}),
-	sources: () => sources({ certs: num(values.certs, full ? 5000 : 1000), reps: 3 }),
+	sources: () =>
+		sources({
+			certs: num(values.certs, full ? 5000 : 1000),
+			reps: 3,
+			...(values["cpu-prof"] ? { cpuProfDir: resolve(values["cpu-prof"]) } : {}),
+		}),
 	hotswap: () => hotswap({ certs: num(values.certs, full ? 5000 : 1000), roll: num(values.roll, 100) }),
 	observe: () =>
 		observe({

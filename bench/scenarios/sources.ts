@@ -11,12 +11,13 @@
  *              log line), its writes and the daemon's CPU; against `haproxy -c`.
  *   start-up   `certificatee --version` against `node -e 0` (the floor of any Node.js CLI).
  */
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDirectorySource } from "../../src/sources/directory/index.js";
 import { CLI, ensureBuilt, spawnCertificatee } from "../../test/harness/cli.js";
 import { freePort, HAPROXY_BIN, startHaproxy } from "../../test/harness/haproxy.js";
+import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
 import { crtDirFiles, makeCerts } from "../lib/pool.js";
 import { cpuSeconds, median } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
@@ -26,6 +27,8 @@ export interface SourcesOptions {
 	certs: number;
 	/** Runs of each timed variant (median reported). */
 	reps: number;
+	/** Profile one more validate run (node --cpu-prof, every thread) into this directory, summarised in summary.md. */
+	cpuProfDir?: string;
 }
 
 /** Files the openssl loop is timed over (the rest is scaled: it is linear). */
@@ -91,6 +94,8 @@ export async function sources(o: SourcesOptions): Promise<ScenarioResult> {
 		// validate, as a user runs it; then the baselines.
 		const validate = await medianRun(o.reps, `node ${q(CLI)} validate -c ${q(validateConfig)}`, 600_000);
 		if (!/: valid$/m.test(validate.stdout)) throw new Error(`validate did not pass: ${validate.stdout}`);
+		if (o.cpuProfDir)
+			notes.push(`CPU profile of validate: ${await profileValidate(o.cpuProfDir, validateConfig, o.certs)}`);
 		const sample = Math.min(o.certs, LOOP_SAMPLE);
 		const sampled = await medianRun(1, opensslLoop(source, sample), 1_800_000);
 		if (!/bad=0/.test(sampled.stdout)) throw new Error(`the openssl loop found bad files: ${sampled.stdout}`);
@@ -99,10 +104,10 @@ export async function sources(o: SourcesOptions): Promise<ScenarioResult> {
 
 		const h = await startHaproxy({ crtDir: crtDirFiles(certs) });
 		let check: Awaited<ReturnType<typeof medianRun>>;
-		let noop: { durationS: number[]; writes: number[]; cpuS: number[] };
+		let noop: Awaited<ReturnType<typeof daemonNoop>>;
 		try {
 			check = await medianRun(o.reps, `${q(HAPROXY_BIN)} -c -q -f ${q(h.configPath)}`, 600_000);
-			noop = await daemonNoop(work, source, h, o.reps);
+			noop = await daemonNoop(work, source, h, o.reps, o.cpuProfDir);
 		} finally {
 			await h.stop();
 		}
@@ -163,6 +168,7 @@ export async function sources(o: SourcesOptions): Promise<ScenarioResult> {
 		notes.push(
 			`validate: runs ${validate.runs.map((r) => `${r.wallS.toFixed(2)} s (CPU ${r.cpuS.toFixed(2)} s)`).join(", ")}; openssl loop over ${sample} files ${sampled.wallS.toFixed(1)} s (CPU ${sampled.cpuS.toFixed(1)} s); haproxy -c runs ${check.runs.map((r) => `${r.wallS.toFixed(2)} s`).join(", ")} (CPU ${check.cpuS.toFixed(2)} s).`,
 			`no-op cycles (durationMs of each cycle's log line): ${noop.durationS.map((s) => s.toFixed(3)).join(", ")} s; writes ${noop.writes.join(", ")}; the daemon's CPU per cycle ${noop.cpuS.map((s) => s.toFixed(2)).join(", ")} s (from /proc, includes the watch and the log line).`,
+			...(noop.profile ? [`CPU profile of the no-op cycles: ${noop.profile}`] : []),
 			`Source loading alone (the directory source's load() in this process, unchanged files, median of ${o.reps}): ${(sourceLoadS * 1000).toFixed(1)} ms.`,
 			`start-up: certificatee --version ${version.wallS.toFixed(2)} s (CPU ${version.cpuS.toFixed(2)} s), node -e 0 ${nodeFloor.wallS.toFixed(2)} s (CPU ${nodeFloor.cpuS.toFixed(2)} s).`,
 			"Single-name ECDSA P-256 leaves from one bench CA, one combined .pem file each; HAProxy 2.6 (Debian) for the target and haproxy -c. The daemon's cycles were woken by touching a hidden file in the source directory (its watch fires on any change; no certificate changed).",
@@ -180,12 +186,39 @@ export async function sources(o: SourcesOptions): Promise<ScenarioResult> {
 	}
 }
 
+/** One validate run under node --cpu-prof; each thread's top self times into `dir`/summary.md. */
+async function profileValidate(dir: string, config: string, n: number): Promise<string> {
+	await mkdir(dir, { recursive: true });
+	const before = new Set(await readdir(dir));
+	const r = await timedBash(
+		`node --cpu-prof --cpu-prof-dir=${q(dir)} ${q(CLI)} validate -c ${q(config)}`,
+		process.env,
+		600_000,
+	);
+	if (r.error) throw new Error(`validate under --cpu-prof: ${r.error}`);
+	const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile") && !before.has(f)).sort();
+	const tables = files.map((f, i) =>
+		selfTimeMarkdown(
+			join(dir, f),
+			`certificatee validate, ${n} files: ${i === 0 ? "main thread" : `parse worker ${i}`} (${f})`,
+			20,
+		),
+	);
+	const summary = join(dir, "summary.md");
+	await writeFile(
+		summary,
+		`${tables.join("\n")}\nThe run took ${r.wallS.toFixed(2)} s wall, ${r.cpuS.toFixed(2)} s CPU (all threads; profiling adds to both). Load average (1 min) ${loadavg()[0]?.toFixed(2)} on ${cpus().length} cores.\n`,
+	);
+	return summary;
+}
+
 /** A running daemon, converged; `reps` cycles woken by the source watch with no certificate changed. */
 async function daemonNoop(
 	work: string,
 	source: string,
 	h: { adminSocket: string; crtDir: string },
 	reps: number,
+	cpuProfDir: string | undefined,
 ) {
 	const config = join(work, "run.yaml");
 	await writeFile(
@@ -200,8 +233,11 @@ async function daemonNoop(
 			`  - { name: lb, type: haproxy-runtime, socket: ${h.adminSocket}, crt_dir: ${h.crtDir} }`,
 		].join("\n"),
 	);
-	const d = spawnCertificatee(["run", "--config", config]);
-	const out = { durationS: [] as number[], writes: [] as number[], cpuS: [] as number[] };
+	const d = spawnCertificatee(
+		["run", "--config", config],
+		cpuProfDir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] } : {},
+	);
+	const out = { durationS: [] as number[], writes: [] as number[], cpuS: [] as number[], profile: "" };
 	try {
 		await d.waitForLog(/cycle finished/, { timeoutMs: 600_000 });
 		await sleep(2500); // past the source's racy window, as a long-running daemon would be
@@ -216,6 +252,23 @@ async function daemonNoop(
 			out.durationS.push(Number(line.durationMs) / 1000);
 			out.writes.push(Number(line.writes));
 			out.cpuS.push(cpuSeconds(d.child.pid as number) - cpu0);
+		}
+		if (cpuProfDir) {
+			// The profile is written at a clean exit only; the window is after the 2.5 s pause: the woken cycles.
+			d.signal("SIGTERM");
+			await d.exited;
+			const summary = join(cpuProfDir, "summary-noop.md");
+			const table = selfTimeMarkdown(
+				busiestProfile(cpuProfDir, d.child.pid ?? 0),
+				`certificatee run, ${reps + 1} no-op cycles woken by the source watch: self time (node --cpu-prof)`,
+				25,
+				{ afterIdleGapMs: 2000 },
+			);
+			await writeFile(
+				summary,
+				`${table}\nThe window is the daemon's work after its 2.5 s pause: the woken no-op cycles only.\n`,
+			);
+			out.profile = summary;
 		}
 		return out;
 	} finally {
