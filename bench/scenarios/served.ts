@@ -15,8 +15,9 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { probeServed } from "../../src/probe/index.js";
 import { ensureBuilt, spawnCertificatee } from "../../test/harness/cli.js";
-import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
+import { type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
 import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
+import { writeDaemonConfig } from "../lib/daemon.js";
 import { crtDirFiles, makeCerts, type PoolCert } from "../lib/pool.js";
 import { cpuSeconds, seconds } from "../lib/proc.js";
 import { masterReady } from "../lib/reload.js";
@@ -149,19 +150,7 @@ async function daemon(
 	const source = join(work, "source");
 	await mkdir(source);
 	for (const c of base) await writeFile(join(source, `${c.name}.pem`), c.leaf.combinedPem, { mode: 0o600 });
-	const config = join(work, "certificatee.yaml");
-	await writeFile(
-		config,
-		[
-			`state_dir: ${join(work, "state")}`,
-			"interval: 10m",
-			`listen: 127.0.0.1:${await freePort()}`,
-			"sources:",
-			`  - { name: files, type: directory, path: ${source}, debounce: 100ms }`,
-			"targets:",
-			`  - { name: lb, type: haproxy-runtime, socket: ${h.adminSocket}, crt_dir: ${h.crtDir} }`,
-		].join("\n"),
-	);
+	const config = await writeDaemonConfig(work, source, h);
 	if (cpuProfDir) await mkdir(cpuProfDir, { recursive: true });
 	const d = spawnCertificatee(
 		["run", "--config", config],

@@ -16,8 +16,9 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDirectorySource } from "../../src/sources/directory/index.js";
 import { CLI, ensureBuilt, spawnCertificatee } from "../../test/harness/cli.js";
-import { freePort, HAPROXY_BIN, startHaproxy } from "../../test/harness/haproxy.js";
+import { HAPROXY_BIN, startHaproxy } from "../../test/harness/haproxy.js";
 import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
+import { writeDaemonConfig } from "../lib/daemon.js";
 import { crtDirFiles, makeCerts } from "../lib/pool.js";
 import { cpuSeconds, median } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
@@ -220,19 +221,7 @@ async function daemonNoop(
 	reps: number,
 	cpuProfDir: string | undefined,
 ) {
-	const config = join(work, "run.yaml");
-	await writeFile(
-		config,
-		[
-			`state_dir: ${join(work, "state-run")}`,
-			"interval: 10m",
-			`listen: 127.0.0.1:${await freePort()}`,
-			"sources:",
-			`  - { name: files, type: directory, path: ${source}, debounce: 100ms }`,
-			"targets:",
-			`  - { name: lb, type: haproxy-runtime, socket: ${h.adminSocket}, crt_dir: ${h.crtDir} }`,
-		].join("\n"),
-	);
+	const config = await writeDaemonConfig(work, source, h, { file: "run.yaml", state: "state-run" });
 	const d = spawnCertificatee(
 		["run", "--config", config],
 		cpuProfDir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] } : {},
