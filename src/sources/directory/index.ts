@@ -34,8 +34,11 @@ export type WatchableSource = Source & Required<Pick<Source, "watch">>;
  * (no file changed) and its clock before the first moment a certificate expires or becomes valid, its answer is
  * the same, so it is returned as is: an unchanged directory costs a readdir and a stat per file.
  */
+type Grouped = ReturnType<typeof groupFiles>;
+
 interface LastLoad {
-	files: readonly string[];
+	/** The listing's grouping: the same object while the directory holds the same names. */
+	grouped: Grouped;
 	parsed: readonly ReadOutcome[];
 	from: number;
 	until: number;
@@ -50,19 +53,22 @@ export function createDirectorySource(
 	const cache = createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs });
 	let previous = new Map<string, DesiredCertificate>();
 	let last: LastLoad | undefined;
+	let listing: { files: readonly string[]; grouped: Grouped } | undefined;
 
 	async function load(signal: AbortSignal): Promise<SourceResult> {
 		const now = clock();
 		const files = await listFiles(config);
 		// Keep serving what was valid before rather than dropping every certificate.
 		if (!Array.isArray(files)) return { certificates: [...previous.values()], problems: [files] };
-		const grouped = groupFiles(files);
+		// The same names as last time group the same way (groupFiles sorts them: 10 ms at 5,000 files).
+		if (!listing || !sameNames(listing.files, files)) listing = { files, grouped: groupFiles(files) };
+		const { grouped } = listing;
 		const parsed = await readCandidates(cache, config.path, grouped.candidates, {
 			signal,
 			...(deps.workers === undefined ? {} : { workers: deps.workers }),
 		});
 		signal.throwIfAborted();
-		if (last && unchanged(last, files, parsed, now.getTime())) return last.result;
+		if (last && unchanged(last, grouped, parsed, now.getTime())) return last.result;
 
 		const problems: SourceProblem[] = grouped.problems.map((p) => ({
 			subject: join(config.path, p.file),
@@ -89,24 +95,22 @@ export function createDirectorySource(
 		// A read error may clear by itself: such a load is never reused.
 		last = parsed.some((p) => "unreadable" in p)
 			? undefined
-			: { files, parsed, from: now.getTime(), until: changesAfter(parsed, served, now), result };
+			: { grouped, parsed, from: now.getTime(), until: changesAfter(parsed, served, now), result };
 		return result;
 	}
 
 	return { name: config.name, load, watch: (onChange) => watchDirectory(config, onChange) };
 }
 
-function unchanged(
-	last: LastLoad,
-	files: readonly string[],
-	parsed: readonly ReadOutcome[],
-	now: number,
-): boolean {
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+	return a.length === b.length && a.every((f, i) => f === b[i]);
+}
+
+function unchanged(last: LastLoad, grouped: Grouped, parsed: readonly ReadOutcome[], now: number): boolean {
 	return (
 		last.from <= now &&
 		now < last.until &&
-		last.files.length === files.length &&
-		last.files.every((f, i) => f === files[i]) &&
+		last.grouped === grouped &&
 		last.parsed.length === parsed.length &&
 		last.parsed.every((p, i) => p === parsed[i])
 	);
