@@ -41,17 +41,35 @@ export interface ServingPlan {
 	shadowed: Extract<Verdict, { class: "shadowed" }>[];
 }
 
+/** The refs HAProxy holds with SNI entries (used, not empty), by name, in the refs' order: built once per plan. */
+function holdersByName(refs: ReadonlyMap<string, ObservedRef>): Map<string, ObservedRef[]> {
+	const holders = new Map<string, ObservedRef[]>();
+	for (const r of refs.values()) {
+		if (r.runtime === undefined || r.runtime.status === "Unused" || r.runtime.status === "Empty") continue;
+		for (const name of nameSet(r.runtime.names ?? [])) {
+			const list = holders.get(name);
+			if (list) list.push(r);
+			else holders.set(name, [r]);
+		}
+	}
+	return holders;
+}
+
 /** Refs whose SNI entries will be ahead of `keeper`'s for `sni` once `keeper` is written at step `at`. */
-function aheadOf(input: ServingInput, keeper: string, at: number, sni: string): ObservedRef[] {
+function aheadOf(
+	input: ServingInput,
+	holders: ReadonlyMap<string, readonly ObservedRef[]>,
+	keeper: string,
+	at: number,
+	sni: string,
+): ObservedRef[] {
 	const step = input.steps[at];
 	const desired =
 		step && "certificate" in step.action ? input.desired.get(step.action.certificate) : undefined;
 	const keyType = desired?.bundle.leaf.keyType;
 	const later = input.steps.slice(at + 1);
-	return [...input.refs.values()].filter((r) => {
+	return (holders.get(sni) ?? []).filter((r) => {
 		if (r.ref === keeper || r.runtime === undefined) return false;
-		if (r.runtime.status === "Unused" || r.runtime.status === "Empty") return false;
-		if (!nameSet(r.runtime.names ?? []).includes(sni)) return false;
 		if (r.runtime.keyType !== undefined && keyType !== undefined && r.runtime.keyType !== keyType)
 			return false;
 		// A ref holding the very certificate being written (a duplicate kept current) serves it just as well.
@@ -114,6 +132,7 @@ export function planServing(input: ServingInput): ServingPlan {
 	const steps: PlannedStep[] = [];
 	const servingAfter: ServingAfter[] = [];
 	const shadowed: ServingPlan["shadowed"] = [];
+	const holders = holdersByName(input.refs);
 	input.steps.forEach((step, at) => {
 		steps.push(step);
 		const { action } = step;
@@ -123,7 +142,7 @@ export function planServing(input: ServingInput): ServingPlan {
 		const keeper = input.refs.get(action.ref);
 		const reinserted = new Set<string>();
 		for (const sni of desired.bundle.leaf.dnsNames) {
-			const ahead = aheadOf(input, action.ref, at, sni);
+			const ahead = aheadOf(input, holders, action.ref, at, sni);
 			const other = ahead[0];
 			if (other === undefined) {
 				servingAfter.push({ sni, ref: action.ref, certificate: desired.name });
