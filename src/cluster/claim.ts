@@ -4,7 +4,7 @@
  * of everything done while holding it.
  */
 import { EventEmitter } from "node:events";
-import type { IKeyValue } from "etcd3";
+import { EtcdLeaseInvalidError, type IKeyValue } from "etcd3";
 import { describeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { clusterUnavailable, type EtcdConnection } from "./etcd.js";
@@ -82,6 +82,12 @@ export function startClaim(conn: EtcdConnection, session: Session, options: Clai
 				kv = firstKv((await conn.kv.get(key).exec()).kvs);
 			}
 		} catch (e) {
+			// etcd no longer knows the lease (revoked, or expired before our deadline noticed): whatever we held
+			// under it is gone, so we hold nothing, even before the session learns it.
+			if (e instanceof EtcdLeaseInvalidError && ours?.lease === lease) {
+				ours = undefined;
+				emitIfChanged();
+			}
 			throw clusterUnavailable(conn.settings, `claim ${key}`, e);
 		}
 		current = kv?.value.toString();

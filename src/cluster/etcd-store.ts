@@ -259,8 +259,9 @@ export function createEtcdStore(conn: EtcdConnection, options: EtcdStoreOptions)
 		watchLagSeconds() {
 			const t = now();
 			let lag = 0;
+			// A watch not yet (re)connected is behind, even within the millisecond it started.
 			for (const w of watches)
-				if (w.behindSince !== undefined) lag = Math.max(lag, (t - w.behindSince) / 1000);
+				if (w.behindSince !== undefined) lag = Math.max(lag, (t - w.behindSince) / 1000, 0.001);
 			return lag;
 		},
 		async close() {

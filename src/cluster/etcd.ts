@@ -5,7 +5,16 @@
  * configured prefix, so several installations can share one etcd.
  */
 import { readFileSync } from "node:fs";
-import { ConsecutiveBreaker, circuitBreaker, handleWhen, retry } from "cockatiel";
+import {
+	ConsecutiveBreaker,
+	circuitBreaker,
+	ExponentialBackoff,
+	handleWhen,
+	retry,
+	TimeoutStrategy,
+	timeout,
+	wrap,
+} from "cockatiel";
 import { type CallOptionsFactory, Etcd3, type IOptions, isRecoverableError, type Namespace } from "etcd3";
 import { CertificateeError, describeError } from "../errors.js";
 
@@ -61,12 +70,22 @@ export function etcdOptions(settings: EtcdSettings): IOptions {
 	return {
 		hosts: settings.endpoints,
 		defaultCallOptions,
-		// The client's defaults retry a call 3 times and then refuse every call to a host for 5 s, even after it is
-		// back: a dead etcd took 3 deadlines to report, a recovered one 5 s more. One retry (on another member when
-		// there are several) and a 1 s pause keep "unreachable" within 2 deadlines and recovery within a second.
+		// The client's defaults retry a call 3 times at once and then refuse every call to a host for 5 s, even
+		// after it is back: a dead etcd took 3 deadlines to report, a recovered one 5 s more. Here: one endpoint,
+		// no retry (it fails within its deadline); several, retries on the other members with a growing pause
+		// (a raft election among them takes 1-2 s), all within 2 deadlines; a failing host is paused for 1 s.
 		faultHandling: {
 			host: () => circuitBreaker(recoverable, { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(3) }),
-			global: retry(recoverable, { maxAttempts: settings.endpoints.length > 1 ? 1 : 0 }),
+			global:
+				settings.endpoints.length > 1
+					? wrap(
+							timeout(2 * deadlineMs, TimeoutStrategy.Aggressive),
+							retry(recoverable, {
+								maxAttempts: 8,
+								backoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: 1000 }),
+							}),
+						)
+					: retry(recoverable, { maxAttempts: 0 }),
 		},
 		...(rootCertificate || certChain
 			? {

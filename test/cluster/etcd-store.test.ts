@@ -200,11 +200,11 @@ describe("cluster/etcd-store", () => {
 		const b = open({ prefix: "watch/" });
 		const seen: string[] = [];
 		const stop = a.store.watch("certificates/", (k) => seen.push(k));
-		await vi.waitFor(() => expect(a.store.watchLagSeconds()).toBe(0));
+		await vi.waitFor(() => expect(a.store.watchLagSeconds()).toBe(0), { timeout: 10_000 });
 		await b.store.put("certificates/x", { n: 1 }, 0);
 		await b.store.put("renewal/x", { n: 1 }, 0);
 		await b.store.put("certificates/x", { n: 2 }, 1);
-		await vi.waitFor(() => expect(seen).toEqual(["certificates/x", "certificates/x"]));
+		await vi.waitFor(() => expect(seen).toEqual(["certificates/x", "certificates/x"]), { timeout: 10_000 });
 		stop();
 		await b.store.put("certificates/y", {}, 0);
 		await b.store.get("certificates/y");
@@ -242,21 +242,23 @@ describe("cluster/etcd-store", () => {
 			const direct = open({ prefix });
 			const seen = new Set<string>();
 			watching.store.watch("certificates/", (k) => seen.add(k));
-			await vi.waitFor(() => expect(watching.store.watchLagSeconds()).toBe(0));
+			await vi.waitFor(() => expect(watching.store.watchLagSeconds()).toBe(0), { timeout: 10_000 });
 			await direct.store.put("certificates/before", {}, 0);
-			await vi.waitFor(() => expect(seen).toContain("certificates/before"));
+			await vi.waitFor(() => expect(seen).toContain("certificates/before"), { timeout: 10_000 });
 			seen.clear();
 			proxy.cut();
-			await vi.waitFor(() => expect(watching.store.watchLagSeconds()).toBeGreaterThan(0));
+			await vi.waitFor(() => expect(watching.store.watchLagSeconds()).toBeGreaterThan(0), {
+				timeout: 10_000,
+			});
 
 			await whileCut(direct.store, direct.conn, prefix);
 			proxy.restore();
 			await vi.waitFor(() => expect(seen).toEqual(new Set(["certificates/before", "certificates/during"])), {
 				timeout: 15_000,
 			});
-			await vi.waitFor(() => expect(watching.store.watchLagSeconds()).toBe(0));
+			await vi.waitFor(() => expect(watching.store.watchLagSeconds()).toBe(0), { timeout: 10_000 });
 			await direct.store.put("certificates/after", {}, 0);
-			await vi.waitFor(() => expect(seen).toContain("certificates/after"));
+			await vi.waitFor(() => expect(seen).toContain("certificates/after"), { timeout: 10_000 });
 		},
 		30_000,
 	);
@@ -342,7 +344,7 @@ describe.each([
 			return {
 				store,
 				// Its watch starts when etcd has created it.
-				watching: () => vi.waitFor(() => expect(store.watchLagSeconds()).toBe(0)),
+				watching: () => vi.waitFor(() => expect(store.watchLagSeconds()).toBe(0), { timeout: 10_000 }),
 				close: async () => undefined,
 			};
 		},
@@ -407,7 +409,7 @@ describe.each([
 			const stop = store.watch("certificates/", (k) => seen.push(k));
 			await watching();
 			await store.put("certificates/a", {}, 0);
-			await vi.waitFor(() => expect(seen).toEqual(["certificates/a"]));
+			await vi.waitFor(() => expect(seen).toEqual(["certificates/a"]), { timeout: 10_000 });
 			stop();
 			expect(await store.get("certificates/none")).toBeUndefined();
 		} finally {
