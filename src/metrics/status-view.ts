@@ -99,10 +99,13 @@ const DUPLICATE_CLASSES = new Set([
 export function statusSummary(report: CycleReport): StatusSummary {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const refs = (keep: (cls: string) => boolean): RefView[] =>
-		endpoints.flatMap((e) =>
-			e.verdicts.flatMap((v): RefView[] => {
+		endpoints.flatMap((e) => {
+			let byRef: Map<string, (typeof e.refs)[number]> | undefined;
+			return e.verdicts.flatMap((v): RefView[] => {
 				if (!("ref" in v) || !keep(v.class)) return [];
-				const observed = e.refs.find((r) => r.ref === v.ref);
+				// The first observation of a ref, as a find() over the list would give.
+				byRef ??= new Map([...e.refs].reverse().map((r) => [r.ref, r]));
+				const observed = byRef.get(v.ref);
 				return [
 					{
 						target: e.target,
@@ -113,8 +116,8 @@ export function statusSummary(report: CycleReport): StatusSummary {
 						...(observed?.notAfter ? { notAfter: observed.notAfter } : {}),
 					},
 				];
-			}),
-		);
+			});
+		});
 	const renewals = new Map((report.renewals ?? []).map((r) => [r.certificate, r]));
 	const targets = (name: string) =>
 		report.targets.map((t) => ({ target: t.target, ...certificateConvergence(t.endpoints, name) }));

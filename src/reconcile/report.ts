@@ -301,31 +301,79 @@ const CANONICAL: ReadonlySet<string> = new Set(["in-sync", "stale", "missing", "
  * this cycle's writes); `converged` when moreover every probe by SNI serves it; `reason` when not converged.
  * Undefined when the endpoint was observed and does not carry the certificate.
  */
+/**
+ * What the per-certificate views read of one endpoint report, looked up once per report (the report is final
+ * once its cycle is over): without it every certificate scanned every verdict, step and probe of every endpoint,
+ * quadratic in the certificates (a second of CPU after each cycle at 5,000 certificates).
+ */
+interface EndpointIndex {
+	state: EndpointState;
+	/** The canonical verdict of each certificate (the first, as find() gave). */
+	canonical: Map<string, Verdict>;
+	/** Certificates any verdict names. */
+	carried: Set<string>;
+	steps: Map<string, StepView[]>;
+	/** Every prefix a note has before one of its ":" (a note about a ref starts with "<ref>:"). */
+	notePrefixes: Set<string>;
+	/** The first probe of each certificate that did not match. */
+	mismatch: Map<string, EndpointReport["served"][number]>;
+}
+
+const indexes = new WeakMap<EndpointReport, EndpointIndex>();
+
+function indexOf(e: EndpointReport): EndpointIndex {
+	let index = indexes.get(e);
+	if (index) return index;
+	index = {
+		state: endpointState(e),
+		canonical: new Map(),
+		carried: new Set(),
+		steps: new Map(),
+		notePrefixes: new Set(),
+		mismatch: new Map(),
+	};
+	for (const v of e.verdicts) {
+		if (!("certificate" in v) || v.certificate === undefined) continue;
+		index.carried.add(v.certificate);
+		if (CANONICAL.has(v.class) && !index.canonical.has(v.certificate)) index.canonical.set(v.certificate, v);
+	}
+	for (const s of e.steps) {
+		const list = index.steps.get(s.ref);
+		if (list) list.push(s);
+		else index.steps.set(s.ref, [s]);
+	}
+	for (const n of e.notes)
+		for (let i = n.indexOf(":"); i >= 0; i = n.indexOf(":", i + 1)) index.notePrefixes.add(n.slice(0, i));
+	for (const probe of e.served)
+		if (!probe.match && !index.mismatch.has(probe.certificate)) index.mismatch.set(probe.certificate, probe);
+	indexes.set(e, index);
+	return index;
+}
+
 export function certificateOnEndpoint(
 	e: EndpointReport,
 	certificate: string,
 ): { refInSync: boolean; converged: boolean; reason?: string } | undefined {
-	const state = endpointState(e);
+	const index = indexOf(e);
+	const state = index.state;
 	if (state.state === "unobserved") {
 		return { refInSync: false, converged: false, reason: `not observed: ${state.reason}` };
 	}
-	const verdict = e.verdicts.find(
-		(v) => CANONICAL.has(v.class) && "certificate" in v && v.certificate === certificate,
-	);
+	const verdict = index.canonical.get(certificate);
 	if (verdict === undefined || !("ref" in verdict)) return undefined;
 	const not = (reason: string) => ({ refInSync: false, converged: false, reason });
 	if (verdict.class === "refused") return not(`refused: ${verdict.why}`);
-	const steps = e.steps.filter((s) => s.ref === verdict.ref);
+	const steps = index.steps.get(verdict.ref) ?? [];
 	const failed = steps.find((s) => s.result === "failed");
 	if (failed) return not(`${failed.op} failed: ${failed.error?.code}: ${failed.error?.message}`);
 	if (verdict.class !== "in-sync") {
 		const open = stepCounts(steps).open;
-		const noted = e.notes.some((n) => n.startsWith(`${verdict.ref}:`));
+		const noted = index.notePrefixes.has(verdict.ref);
 		if (steps.length === 0 || open > 0 || noted) {
 			return not(`${verdict.class}${open > 0 ? `: ${open} change${open === 1 ? "" : "s"} pending` : ""}`);
 		}
 	}
-	const probe = e.served.find((s) => s.certificate === certificate && !s.match);
+	const probe = index.mismatch.get(certificate);
 	if (probe) {
 		return {
 			refInSync: true,
@@ -343,9 +391,7 @@ export function certificateConvergence(
 	endpoints: readonly EndpointReport[],
 	certificate: string,
 ): { converged: number; total: number; reasons: string[] } {
-	const eps = endpoints.filter(
-		(e) => e.verdicts.some((v) => "certificate" in v && v.certificate === certificate) || !e.ok,
-	);
+	const eps = endpoints.filter((e) => !e.ok || indexOf(e).carried.has(certificate));
 	const reasons: string[] = [];
 	let converged = 0;
 	for (const e of eps) {
