@@ -12,7 +12,13 @@ import type { DesiredCertificate, SourceProblem } from "../../reconcile/model.js
 import type { Source, SourceResult } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
 import { type ParseAllOptions, parseAll, type ReadOutcome } from "./parse-pool.js";
-import { createParsedCache, type Identity, type ParsedCache, sourceFileOf } from "./parsed-cache.js";
+import {
+	createParsedCache,
+	DEFAULT_RACY_MS,
+	type Identity,
+	type ParsedCache,
+	sourceFileOf,
+} from "./parsed-cache.js";
 import { type DirectorySourceConfig, directorySourceSchema } from "./schema.js";
 import { type LoadedFile, selectNewest } from "./select.js";
 
@@ -99,8 +105,44 @@ export function createDirectorySource(
 		return result;
 	}
 
-	return { name: config.name, load, watch: (onChange) => watchDirectory(config, onChange) };
+	// Files parsed while too recent to trust are parsed again at the next load: right after a first load of
+	// thousands of files (all written moments before) that next load would be the one a renewal wakes, paying
+	// for every file instead of the changed few. So once they are old enough the source wakes its watchers
+	// itself, and the cycle that follows parses them while nothing waits.
+	const racyMs = deps.racyMs ?? DEFAULT_RACY_MS;
+	const settled = new Set<() => void>();
+	let settleTimer: NodeJS.Timeout | undefined;
+	const loadAndSettle = async (signal: AbortSignal): Promise<SourceResult> => {
+		const result = await load(signal);
+		if (cache.untrusted > 0 && settled.size > 0 && settleTimer === undefined) {
+			settleTimer = setTimeout(() => {
+				settleTimer = undefined;
+				for (const wake of settled) wake();
+			}, racyMs + SETTLE_MARGIN_MS);
+			settleTimer.unref();
+		}
+		return result;
+	};
+	return {
+		name: config.name,
+		load: loadAndSettle,
+		watch(onChange) {
+			settled.add(onChange);
+			const stop = watchDirectory(config, onChange);
+			return () => {
+				settled.delete(onChange);
+				if (settled.size === 0 && settleTimer) {
+					clearTimeout(settleTimer);
+					settleTimer = undefined;
+				}
+				stop();
+			};
+		},
+	};
 }
+
+/** After the racy window, before the wake: past the file times' granularity for sure. */
+const SETTLE_MARGIN_MS = 100;
 
 function sameNames(a: readonly string[], b: readonly string[]): boolean {
 	return a.length === b.length && a.every((f, i) => f === b[i]);

@@ -42,6 +42,8 @@ export interface ParsedCache {
 	/** Forgets every candidate not in `names` (files that went away). */
 	retain(names: ReadonlySet<string>): void;
 	readonly size: number;
+	/** Candidates parsed while racy: the next load parses them again. */
+	readonly untrusted: number;
 }
 
 /** Two seconds covers every common file system's mtime granularity (ext4/xfs: ns; FAT: 2 s). */
@@ -109,6 +111,11 @@ export function createParsedCache(options: { racyMs?: number } = {}): ParsedCach
 		},
 		get size() {
 			return entries.size;
+		},
+		get untrusted() {
+			let n = 0;
+			for (const e of entries.values()) if (!e.trusted) n++;
+			return n;
 		},
 	};
 }
