@@ -33,7 +33,11 @@ export interface DirectorySourceDeps {
 }
 
 /** A directory source always watches: onChange runs once the directory has been quiet for `debounce`. */
-export type WatchableSource = Source & Required<Pick<Source, "watch">>;
+export type WatchableSource = Source &
+	Required<Pick<Source, "watch">> & {
+		/** Files the next load must parse again: read within the racy window and not yet read again since. */
+		readonly untrusted: number;
+	};
 
 /**
  * The last load's inputs and answer. When the next load finds the same file names, every parse the same object
@@ -107,31 +111,45 @@ export function createDirectorySource(
 
 	// Files parsed while too recent to trust are parsed again at the next load: right after a first load of
 	// thousands of files (all written moments before) that next load would be the one a renewal wakes, paying
-	// for every file instead of the changed few. So once they are old enough the source wakes its watchers
-	// itself, and the cycle that follows parses them while nothing waits.
+	// for every file instead of the changed few. So in the daemon (the source is watched), once they are old
+	// enough, the source reads them again in the background (yielding, on worker threads when many): the cache
+	// then trusts them, and no cycle runs for it.
 	const racyMs = deps.racyMs ?? DEFAULT_RACY_MS;
-	const settled = new Set<() => void>();
+	let watchers = 0;
 	let settleTimer: NodeJS.Timeout | undefined;
-	const loadAndSettle = async (signal: AbortSignal): Promise<SourceResult> => {
-		const result = await load(signal);
-		if (cache.untrusted > 0 && settled.size > 0 && settleTimer === undefined) {
-			settleTimer = setTimeout(() => {
-				settleTimer = undefined;
-				for (const wake of settled) wake();
-			}, racyMs + SETTLE_MARGIN_MS);
+	const settle = () => {
+		settleTimer = undefined;
+		if (watchers === 0 || !listing) return;
+		void readCandidates(cache, config.path, listing.grouped.candidates, {
+			signal: new AbortController().signal,
+			...(deps.workers === undefined ? {} : { workers: deps.workers }),
+		})
+			.then(scheduleSettle)
+			// A file that went away or cannot be read: the next load reports it.
+			.catch(() => undefined);
+	};
+	const scheduleSettle = () => {
+		if (cache.untrusted > 0 && watchers > 0 && settleTimer === undefined) {
+			settleTimer = setTimeout(settle, racyMs + SETTLE_MARGIN_MS);
 			settleTimer.unref();
 		}
-		return result;
 	};
 	return {
 		name: config.name,
-		load: loadAndSettle,
+		async load(signal) {
+			const result = await load(signal);
+			scheduleSettle();
+			return result;
+		},
+		get untrusted() {
+			return cache.untrusted;
+		},
 		watch(onChange) {
-			settled.add(onChange);
+			watchers++;
 			const stop = watchDirectory(config, onChange);
 			return () => {
-				settled.delete(onChange);
-				if (settled.size === 0 && settleTimer) {
+				watchers--;
+				if (watchers === 0 && settleTimer) {
 					clearTimeout(settleTimer);
 					settleTimer = undefined;
 				}
@@ -141,7 +159,7 @@ export function createDirectorySource(
 	};
 }
 
-/** After the racy window, before the wake: past the file times' granularity for sure. */
+/** After the racy window: past the file times' granularity for sure. */
 const SETTLE_MARGIN_MS = 100;
 
 function sameNames(a: readonly string[], b: readonly string[]): boolean {
