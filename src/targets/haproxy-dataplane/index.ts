@@ -106,8 +106,6 @@ export function createDataplaneEndpoint(
 				signal,
 			),
 		close: () => client.close(),
-		// One GET of /runtime/info: after the writes, the endpoint is observed again only when the worker changed.
-		worker: () => workerInfo(new AbortController().signal),
 		reload: async (signal, written) => {
 			const carrier = written[0];
 			const fail = (message: string, hint: string, cause?: unknown) => ({
