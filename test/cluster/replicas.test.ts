@@ -15,7 +15,7 @@ import { certificatee, ensureBuilt } from "../harness/cli.js";
 import { type EtcdHandle, startEtcd } from "../harness/etcd.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
-import { type Replicas, startReplicas } from "../harness/replicas.js";
+import { type Replicas, type ReplicasOptions, startReplicas } from "../harness/replicas.js";
 
 const TTL_S = 3;
 /** Names of their own per test: the HAProxy nodes are shared, and still serve what the last test pushed. */
@@ -61,6 +61,19 @@ afterAll(async () => {
 	await etcd?.stop();
 });
 
+/** Replicas on this file's etcd and nodes with TTL_S and this test's certificates; stopped after the test. */
+async function replicas(members: number, options: Partial<ReplicasOptions> = {}): Promise<Replicas> {
+	running = await startReplicas({
+		etcdEndpoints: etcd.endpoints,
+		nodes,
+		members,
+		certificates: CERTS,
+		leaseTtl: `${TTL_S}s`,
+		...options,
+	});
+	return running;
+}
+
 /** The certificate records the replicas share, read from etcd as an operator's tool would. */
 async function history(r: Replicas, name: string): Promise<string[]> {
 	const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: r.prefix });
@@ -88,15 +101,7 @@ async function pushers(r: Replicas): Promise<Map<string, string[]>> {
 
 describe("cluster: replicas on one etcd", () => {
 	it("three sharded replicas: each certificate issued once, served by every node, each endpoint pushed by one member", async () => {
-		const r = await startReplicas({
-			etcdEndpoints: etcd.endpoints,
-			nodes,
-			members: 3,
-			certificates: CERTS,
-			shard: true,
-			leaseTtl: `${TTL_S}s`,
-		});
-		running = r;
+		const r = await replicas(3, { shard: true });
 		await r.leader();
 		const web = await r.waitServed(WEB);
 		const api = await r.waitServed(API);
@@ -130,15 +135,7 @@ describe("cluster: replicas on one etcd", () => {
 	}, 120_000);
 
 	it("the leader killed with -9: another leads within TTL + 2 s, its endpoints move, orders continue", async () => {
-		const r = await startReplicas({
-			etcdEndpoints: etcd.endpoints,
-			nodes,
-			members: 3,
-			certificates: CERTS,
-			shard: true,
-			leaseTtl: `${TTL_S}s`,
-		});
-		running = r;
+		const r = await replicas(3, { shard: true });
 		await r.waitServed(WEB);
 		const old = await r.leader();
 		const killedAt = Date.now();
@@ -155,14 +152,7 @@ describe("cluster: replicas on one etcd", () => {
 	}, 120_000);
 
 	it("the leader frozen past its TTL (SIGSTOP) then resumed: another leads, and nothing it writes lands", async () => {
-		const r = await startReplicas({
-			etcdEndpoints: etcd.endpoints,
-			nodes,
-			members: 2,
-			certificates: CERTS,
-			leaseTtl: `${TTL_S}s`,
-		});
-		running = r;
+		const r = await replicas(2);
 		await r.waitServed(WEB);
 		await r.waitServed(API);
 		const old = await r.leader();
@@ -187,15 +177,7 @@ describe("cluster: replicas on one etcd", () => {
 	}, 120_000);
 
 	it("a renewal recorded on one host is served by every node within 5 s of its issue", async () => {
-		const r = await startReplicas({
-			etcdEndpoints: etcd.endpoints,
-			nodes,
-			members: 3,
-			certificates: CERTS,
-			shard: true,
-			leaseTtl: `${TTL_S}s`,
-		});
-		running = r;
+		const r = await replicas(3, { shard: true });
 		const first = await r.waitServed(API);
 		const leader = await r.leader();
 		const from = r.replica(leader).daemon.logs.length;
@@ -215,14 +197,7 @@ describe("cluster: etcd trouble", () => {
 	it("one etcd member of three killed: no leadership change, a renewal still goes through", async () => {
 		const three = await startEtcd({ members: 3 });
 		try {
-			const r = await startReplicas({
-				etcdEndpoints: three.endpoints,
-				nodes,
-				members: 2,
-				certificates: CERTS,
-				leaseTtl: `${TTL_S}s`,
-			});
-			running = r;
+			const r = await replicas(2, { etcdEndpoints: three.endpoints });
 			const first = await r.waitServed(WEB);
 			const leader = await r.leader();
 			await three.kill(0);
@@ -245,14 +220,11 @@ describe("cluster: etcd trouble", () => {
 		const lone = await startEtcd();
 		try {
 			await lone.kill(0);
-			const r = await startReplicas({
+			const r = await replicas(1, {
 				etcdEndpoints: lone.endpoints,
 				nodes: [nodes[0]!],
-				members: 1,
 				certificates: [{ name: "down", domains: ["down.test"] }],
-				leaseTtl: `${TTL_S}s`,
 			});
-			running = r;
 			const daemon = r.replica(0).daemon;
 			await daemon.waitForLog(/cycle failed/, { timeoutMs: 30_000 });
 			const ready = (await r.json(0, "/readyz")) as { ready: boolean; reason: string };

@@ -19,6 +19,7 @@ import { probeServed } from "../../src/probe/index.js";
 import { type Daemon, spawnCertificatee } from "./cli.js";
 import type { Haproxy } from "./haproxy.js";
 import { freePorts } from "./ports.js";
+import { parseScrape } from "./scrape.js";
 
 export interface ReplicaCertificate {
 	name: string;
@@ -72,16 +73,6 @@ export interface Replicas {
 
 /** `${NAME}` as certificatee's configuration interpolates it. */
 const placeholder = (name: string) => `\${${name}}`;
-
-function parseScrape(text: string): Map<string, number> {
-	const samples = new Map<string, number>();
-	for (const line of text.split("\n")) {
-		if (line === "" || line.startsWith("#")) continue;
-		const i = line.lastIndexOf(" ");
-		samples.set(line.slice(0, i), Number(line.slice(i + 1)));
-	}
-	return samples;
-}
 
 export async function startReplicas(options: ReplicasOptions): Promise<Replicas> {
 	const dir = mkdtempSync(join(tmpdir(), "certificatee-replicas-"));

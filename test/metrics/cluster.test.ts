@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ClusterView } from "../../src/metrics/cluster.js";
 import { createMetrics } from "../../src/metrics/index.js";
+import { parseScrape } from "../harness/scrape.js";
 
 const view: ClusterView = {
 	member: "lb-ctl-1",
@@ -13,15 +14,8 @@ const view: ClusterView = {
 	shardEndpoints: false,
 };
 
-async function scrape(metrics: ReturnType<typeof createMetrics>): Promise<Map<string, number>> {
-	const samples = new Map<string, number>();
-	for (const line of (await metrics.registry.metrics()).split("\n")) {
-		if (line === "" || line.startsWith("#")) continue;
-		const i = line.lastIndexOf(" ");
-		samples.set(line.slice(0, i), Number(line.slice(i + 1)));
-	}
-	return samples;
-}
+const scrape = async (metrics: ReturnType<typeof createMetrics>) =>
+	parseScrape(await metrics.registry.metrics());
 
 describe("cluster metrics (docs/cluster.md)", () => {
 	it("are absent outside a cluster", async () => {

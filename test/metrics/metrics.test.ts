@@ -20,17 +20,7 @@ import { createTestCa, issueTestLeaf, type TestLeaf } from "../harness/certs.js"
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
-
-/** Parses the Prometheus text format into name{labels} -> value. */
-function parseScrape(text: string): Map<string, number> {
-	const samples = new Map<string, number>();
-	for (const line of text.split("\n")) {
-		if (line === "" || line.startsWith("#")) continue;
-		const i = line.lastIndexOf(" ");
-		samples.set(line.slice(0, i), Number(line.slice(i + 1)));
-	}
-	return samples;
-}
+import { parseScrape } from "../harness/scrape.js";
 
 const seconds = (pem: string) => Date.parse(new X509Certificate(pem).validTo) / 1000;
 const sample = (name: string, labels: Record<string, string>) =>
