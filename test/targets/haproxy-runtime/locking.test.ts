@@ -72,7 +72,10 @@ describe("targets/haproxy-runtime: HAProxy's certificate lock and the one transa
 					patientReads += 1;
 				}
 			})();
-			await Promise.all([writes, impatientReads, patientLoop]);
+			// Every loop ends before the test does, even when one failed: a writer left committing would lock the
+			// next test's commands.
+			for (const settled of await Promise.allSettled([writes, impatientReads, patientLoop]))
+				if (settled.status === "rejected") throw settled.reason;
 			expect([...codes]).toEqual(["RUNTIME_LOCKED"]);
 			expect(patientReads).toBeGreaterThan(0);
 			expect((await patient.showCert(wide))?.serial).toBe(last);
