@@ -1,7 +1,7 @@
 /**
  * Which valid certificates a directory serves. Pure. A certificate is never replaced by an older one: among
- * files covering the same names only the one that expires last is served, and a file whose certificate
- * expires before the one already served under its name is reported and the served one kept.
+ * files covering the same names with the same key type only the one that expires last is served (an RSA and an
+ * ECDSA file for the same names are both served), and a file whose certificate expires before the one already served under its name is reported and the served one kept.
  */
 import { checkBundle, nameSet } from "../../certificates/index.js";
 import type { Bundle } from "../../certificates/types.js";
@@ -34,26 +34,25 @@ const day = (d: Date) => d.toISOString();
 
 export function selectNewest(input: SelectInput): { served: DesiredCertificate[]; skipped: Skipped[] } {
 	const skipped: Skipped[] = [];
-	const bySans = new Map<string, LoadedFile>();
+	// HAProxy serves an RSA and an ECDSA certificate for the same names side by side (it picks by the client's
+	// signature algorithms), so only files of the same names and the same key type compete.
+	const byNamesAndKey = new Map<string, LoadedFile>();
 	for (const file of input.loaded) {
-		const key = names(file.bundle).join(",");
-		const other = bySans.get(key);
+		const key = `${file.bundle.leaf.keyType} ${names(file.bundle).join(",")}`;
+		const other = byNamesAndKey.get(key);
 		if (!other) {
-			bySans.set(key, file);
+			byNamesAndKey.set(key, file);
 			continue;
 		}
-		const [keep, drop] =
-			file.bundle.leaf.notAfter.getTime() > other.bundle.leaf.notAfter.getTime()
-				? [file, other]
-				: [other, file];
-		bySans.set(key, keep);
+		const { keep, drop, reason } = compete(file, other);
+		byNamesAndKey.set(key, keep);
 		skipped.push({
 			subject: drop.subject,
-			message: `${drop.subject}: covers the same names as ${keep.subject}, which expires later (${day(keep.bundle.leaf.notAfter)} > ${day(drop.bundle.leaf.notAfter)}); skipped`,
+			message: `${drop.subject}: covers the same names with the same key type (${keyLabel(drop.bundle)}) as ${keep.subject}, ${reason}; skipped`,
 		});
 	}
 	const served: DesiredCertificate[] = [];
-	for (const file of bySans.values()) {
+	for (const file of byNamesAndKey.values()) {
 		const before = input.previous.get(file.name);
 		if (
 			before &&
@@ -81,6 +80,41 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
 		if (before && stillValid(before, input.now) && !served.some((d) => d.name === name)) served.push(before);
 	}
 	return { served: served.sort((a, b) => a.name.localeCompare(b.name)), skipped };
+}
+
+/**
+ * Which of two files of the same names and key type is served, and why, in words true of both: the one that
+ * expires later; on equal expiry the one issued later; else (the same validity, or the same certificate) the
+ * one whose file name sorts first, so every load and every member picks the same file.
+ */
+function compete(a: LoadedFile, b: LoadedFile): { keep: LoadedFile; drop: LoadedFile; reason: string } {
+	const [la, lb] = [a.bundle.leaf, b.bundle.leaf];
+	if (la.notAfter.getTime() !== lb.notAfter.getTime()) {
+		const [keep, drop] = la.notAfter.getTime() > lb.notAfter.getTime() ? [a, b] : [b, a];
+		return {
+			keep,
+			drop,
+			reason: `which expires later (${day(keep.bundle.leaf.notAfter)} > ${day(drop.bundle.leaf.notAfter)})`,
+		};
+	}
+	if (la.notBefore.getTime() !== lb.notBefore.getTime()) {
+		const [keep, drop] = la.notBefore.getTime() > lb.notBefore.getTime() ? [a, b] : [b, a];
+		return {
+			keep,
+			drop,
+			reason: `which expires at the same time (${day(la.notAfter)}) and was issued later (${day(keep.bundle.leaf.notBefore)} > ${day(drop.bundle.leaf.notBefore)})`,
+		};
+	}
+	const [keep, drop] = a.subject < b.subject ? [a, b] : [b, a];
+	const what =
+		la.fingerprint === lb.fingerprint
+			? "which holds the same certificate"
+			: `which has the same validity (${day(la.notBefore)} to ${day(la.notAfter)})`;
+	return { keep, drop, reason: `${what} and whose file name sorts first` };
+}
+
+function keyLabel(b: Bundle): string {
+	return b.leaf.keyType === "ec" ? "ECDSA" : b.leaf.keyType.toUpperCase();
 }
 
 function stillValid(d: DesiredCertificate, now: Date): boolean {

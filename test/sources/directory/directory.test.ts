@@ -107,6 +107,38 @@ describe("sources/directory", () => {
 		expect(served(await s.load(signal))).toEqual([]);
 	});
 
+	it("serves an RSA and an ECDSA file for the same names side by side; two files of one key type compete with a true reason", async () => {
+		const notAfter = inDays(60);
+		const notBefore = inDays(-1);
+		const rsa = await issueTestLeaf(ca, { names: ["www.test"], keyType: "rsa-2048", notBefore, notAfter });
+		const ecdsa = await issueTestLeaf(ca, { names: ["www.test"], notBefore, notAfter });
+		await put("www-rsa.pem", rsa.combinedPem);
+		await put("www-ecdsa.pem", ecdsa.combinedPem);
+		let result = await source().load(signal);
+		expect(served(result).sort()).toEqual([`www-ecdsa ${ecdsa.serial}`, `www-rsa ${rsa.serial}`].sort());
+		expect(result.problems).toEqual([]);
+
+		// A second ECDSA file with the same validity: the file name decides, and the message says so.
+		const twin = await issueTestLeaf(ca, { names: ["www.test"], notBefore, notAfter });
+		await put("www-ecdsa2.pem", twin.combinedPem);
+		result = await source().load(signal);
+		expect(served(result).sort()).toEqual([`www-ecdsa ${ecdsa.serial}`, `www-rsa ${rsa.serial}`].sort());
+		expect(report(result)).toEqual(["www-ecdsa2.pem: SOURCE_OLDER"]);
+		const message = result.problems[0]?.error.message ?? "";
+		expect(message).toContain("same key type (ECDSA)");
+		expect(message).toContain("whose file name sorts first");
+		expect(message).not.toMatch(/expires later \((\S+) > \1\)/);
+
+		// The same expiry, issued later: the later issue is served whatever its file name.
+		const reissued = await issueTestLeaf(ca, { names: ["www.test"], notBefore: new Date(), notAfter });
+		await put("www-ecdsa2.pem", reissued.combinedPem);
+		result = await source().load(signal);
+		expect(served(result).sort()).toEqual([`www-ecdsa2 ${reissued.serial}`, `www-rsa ${rsa.serial}`].sort());
+		expect(result.problems.map((p) => p.error.message)).toEqual([
+			expect.stringMatching(/www-ecdsa\.pem: .* expires at the same time .* and was issued later/),
+		]);
+	});
+
 	it("reports a missing directory as SOURCE_UNREADABLE without throwing", async () => {
 		const s = createDirectorySource(
 			directorySourceSchema.parse({ name: "gone", type: "directory", path: join(dir, "missing") }),
