@@ -66,6 +66,32 @@ function sentChain(peer: DetailedPeerCertificate): string[] {
 	return chain;
 }
 
+/**
+ * Node's code for a TLS alert the server sent (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`,
+ * `ERR_SSL_TLSV1_UNRECOGNIZED_NAME`, …): the listener answered TLS and refused this name's handshake.
+ */
+const SERVER_ALERT = /^ERR_SSL_(SSLV3|TLSV1)_ALERT_|^ERR_SSL_TLSV1_UNRECOGNIZED_NAME$/;
+
+function alertOf(e: unknown): { code: string; reason: string } | undefined {
+	if (typeof e !== "object" || e === null || !("code" in e) || typeof e.code !== "string") return undefined;
+	if (!SERVER_ALERT.test(e.code)) return undefined;
+	const reason = "reason" in e && typeof e.reason === "string" ? e.reason : e.code;
+	return { code: e.code, reason };
+}
+
+/**
+ * The server refused the handshake for this name with a TLS alert: it holds no certificate for it that a client
+ * of this key type accepts (a certificate not deployed yet), as opposed to a listener that cannot be reached.
+ */
+export function handshakeRefused(e: unknown): boolean {
+	return e instanceof CertificateeError && e.code === "PROBE_FAILED" && alertOf(e.cause) !== undefined;
+}
+
+/** OpenSSL's texts carry file names, line numbers and a trailing newline: one line, what it says. */
+function oneLine(text: string): string {
+	return text.replace(/\s+/g, " ").trim();
+}
+
 export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 	let target: { host: string; port: number };
 	try {
@@ -75,11 +101,15 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 	}
 	const { host, port } = target;
 	const timeoutMs = options.timeoutMs ?? 5_000;
-	const failed = (reason: string, cause?: unknown) =>
+	const failed = (
+		reason: string,
+		cause?: unknown,
+		hint = "check the probe address and that the frontend listens with TLS",
+	) =>
 		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${options.sni}: ${reason}`, {
 			context: { endpoint: options.address, certificate: options.sni, operation: "probe" },
 			retryable: true,
-			hint: "check the probe address and that the frontend listens with TLS",
+			hint,
 			cause,
 		});
 	return new Promise((resolve, reject) => {
@@ -128,6 +158,15 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 				resolve(result);
 			});
 		});
-		socket.once("error", (e) => finish(() => reject(failed(e.message, e))));
+		socket.once("error", (e) => {
+			const alert = alertOf(e);
+			const reason = alert
+				? `the server refused the handshake (TLS alert: ${alert.reason}): it holds no certificate for ${options.sni}${options.keyType ? ` for a client of key type ${options.keyType}` : ""}`
+				: oneLine(e.message);
+			const hint = alert
+				? `deploy a certificate for ${options.sni}${options.keyType ? ` (key type ${options.keyType})` : ""} to this frontend, or set a default certificate on its bind line`
+				: undefined;
+			finish(() => reject(failed(reason, e, hint)));
+		});
 	});
 }

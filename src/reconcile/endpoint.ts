@@ -4,6 +4,7 @@
  */
 import pLimit from "p-limit";
 import { CertificateeError, describeError, errorView } from "../errors.js";
+import { handshakeRefused } from "../probe/index.js";
 import { batchGroups } from "./batches.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import {
@@ -434,6 +435,7 @@ async function probeAll(job: EndpointJob): Promise<Probed> {
 							expectedSerial,
 							match: false,
 							error: describeError(e),
+							...(handshakeRefused(e) ? { noCertificate: true as const } : {}),
 						},
 					};
 				}

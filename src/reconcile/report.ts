@@ -50,6 +50,11 @@ export interface ServedView {
 	servedSerial?: string;
 	match: boolean;
 	error?: string;
+	/**
+	 * The listener answered and refused this name's handshake with a TLS alert: it holds no certificate for the
+	 * name (and key type) yet. A write that deploys one fixes it; an unreachable probe address is not this.
+	 */
+	noCertificate?: true;
 }
 
 export interface EndpointReport {
@@ -250,7 +255,8 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 	// A name waiting for a reload held back (budget, max_per_hour 0) is pending, reported with the reload's reason.
 	if (e.reloads?.cycle?.decision === "held") for (const c of e.reloads.cycle.certificates) fixing.add(c);
 	for (const s of e.served) {
-		if (s.match || (s.error === undefined && fixing.has(s.certificate))) continue;
+		// A probe HAProxy refuses for want of a certificate is fixed by the write that deploys one, as a mismatch is.
+		if (s.match || ((s.error === undefined || s.noCertificate) && fixing.has(s.certificate))) continue;
 		out.push({
 			kind: "probe",
 			key: `probe:${at}:${s.sni}`,

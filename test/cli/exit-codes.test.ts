@@ -18,6 +18,7 @@ let dir: string;
 let h: Haproxy;
 let v1: TestLeaf;
 let v2: TestLeaf;
+let rsa: TestLeaf;
 let closedPort: number;
 let n = 0;
 
@@ -27,6 +28,8 @@ beforeAll(async () => {
 	const ca = await createTestCa("exit codes CA");
 	v1 = await issueTestLeaf(ca, { names: ["shop.test"] });
 	v2 = await issueTestLeaf(ca, { names: ["shop.test"] });
+	// HAProxy holds only ECDSA certificates: a client of an RSA certificate not deployed yet is refused.
+	rsa = await issueTestLeaf(ca, { names: ["first.test"], keyType: "rsa-2048" });
 	h = await startHaproxy({ crtDir: { "shop.pem": v1.combinedPem } });
 	[closedPort] = (await freePorts(1)) as [number];
 }, 30_000);
@@ -112,6 +115,15 @@ const rows: Row[] = [
 		code: 2,
 		stdout: /^order web from le: no certificate issued yet$/m,
 		last: /^not converged: 1 pending/,
+	},
+	{
+		row: "plan, a first rollout whose probe HAProxy refuses (no certificate for the name yet): 2, the probe pending, on one line",
+		args: ["plan"],
+		config: () => setup({ files: { "shop.pem": v1.combinedPem, "first.pem": rsa.combinedPem } }),
+		code: 2,
+		stdout:
+			/^ {4}served first\.test: TLS probe of 127\.0\.0\.1:\d+ for first\.test: the server refused the handshake \(TLS alert: sslv3 alert handshake failure\): it holds no certificate for first\.test for a client of key type rsa \(want [0-9A-F]+\)$/m,
+		last: /^not converged: 2 pending \(0\/1 endpoints converged\)$/,
 	},
 	{
 		row: "plan, every endpoint down (missing socket): 1, never 'converged'",
@@ -203,7 +215,7 @@ describe("exit codes of plan, sync and status (the README's table, row by row)",
 			if (r.stderr) expect(result.stderr, all).toMatch(r.stderr);
 			// "converged" appears only as the verdict of a converged run.
 			if (r.code !== 0) expect(result.stdout).not.toMatch(/^converged/m);
-			expectNoKeyMaterial(all, [v1.keyPem, v2.keyPem]);
+			expectNoKeyMaterial(all, [v1.keyPem, v2.keyPem, rsa.keyPem]);
 		});
 	}
 

@@ -2,7 +2,7 @@ import { X509Certificate } from "node:crypto";
 import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../src/errors.js";
-import { probeServed } from "../../src/probe/index.js";
+import { handshakeRefused, probeServed } from "../../src/probe/index.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 
@@ -56,5 +56,22 @@ describe("probe: what a TLS handshake by SNI shows", () => {
 		const refused = await probeServed({ address: "127.0.0.1:1", sni: "p.test" }).catch((e: unknown) => e);
 		expect(isCertificateeError(refused, "PROBE_FAILED")).toBe(true);
 		await expect(probeServed({ address: "no-port", sni: "p.test" })).rejects.toThrow(/host:port/);
+	});
+
+	it("a name HAProxy holds no certificate for (an RSA client, ECDSA certificates only) is a refused handshake, said on one line", async () => {
+		const refused = await probeServed({ address: h.address, sni: "p.test", keyType: "rsa" }).catch(
+			(e: unknown) => e,
+		);
+		expect(isCertificateeError(refused, "PROBE_FAILED")).toBe(true);
+		expect(handshakeRefused(refused)).toBe(true);
+		const message = (refused as Error).message;
+		expect(message).toBe(
+			`TLS probe of ${h.address} for p.test: the server refused the handshake (TLS alert: sslv3 alert handshake failure): it holds no certificate for p.test for a client of key type rsa`,
+		);
+		expect((refused as { hint?: string }).hint).toMatch(/deploy a certificate for p\.test \(key type rsa\)/);
+		// A port nobody listens on is no refusal by HAProxy: a write would not fix it.
+		const closed = await probeServed({ address: "127.0.0.1:1", sni: "p.test" }).catch((e: unknown) => e);
+		expect(handshakeRefused(closed)).toBe(false);
+		expect((closed as Error).message).not.toMatch(/\n/);
 	});
 });
