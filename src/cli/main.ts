@@ -151,8 +151,20 @@ export function buildProgram(
 		.description("order a certificate now and push it (--force: clear its backoff and daily cap first)")
 		.argument("<name>", "the certificates[].name")
 		.option("--force", "order even while backing off or capped; clears both for this certificate")
+		.option(
+			"--wait <duration>",
+			"with the daemon running: how long to wait for it to serve the request",
+			"10m",
+		)
 		.action((name: string, opts: Record<string, unknown>) =>
-			run(async (ctx) => (await load.renew()).renewCommand(ctx, name, { force: opts.force === true }), opts),
+			run(
+				async (ctx) =>
+					(await load.renew()).renewCommand(ctx, name, {
+						force: opts.force === true,
+						...(typeof opts.wait === "string" ? { wait: opts.wait } : {}),
+					}),
+				opts,
+			),
 		);
 	program
 		.command("revoke")
@@ -163,14 +175,18 @@ export function buildProgram(
 			"unspecified, keyCompromise, affiliationChanged, superseded, cessationOfOperation",
 			"unspecified",
 		)
+		.option(
+			"--wait <duration>",
+			"with the daemon running: how long to wait for it to serve the request",
+			"10m",
+		)
 		.action((name: string, opts: Record<string, unknown>) =>
 			run(
 				async (ctx) =>
-					(await load.renew()).revokeCommand(
-						ctx,
-						name,
-						typeof opts.reason === "string" ? { reason: opts.reason } : {},
-					),
+					(await load.renew()).revokeCommand(ctx, name, {
+						...(typeof opts.reason === "string" ? { reason: opts.reason } : {}),
+						...(typeof opts.wait === "string" ? { wait: opts.wait } : {}),
+					}),
 				opts,
 			),
 		);

@@ -20,6 +20,7 @@ import { orphanStaging } from "../targets/directory/orphans.js";
 import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/registry.js";
 import { type ClusterReader, type ClusterRuntime, openClusterReader, startCluster } from "./cluster.js";
 import type { Engine } from "./loop.js";
+import { openRequestDesk, type RequestDesk } from "./requests.js";
 
 export interface EngineOptions {
 	log: Logger;
@@ -32,6 +33,11 @@ export interface EngineOptions {
 	metrics?: Metrics;
 	/** The daemon (`run`): issuers clear what an earlier run left (stale HTTP-01 tokens), in the background. */
 	prepareIssuers?: boolean;
+	/**
+	 * The daemon, alone (not in a cluster): serve `renew`/`revoke` requests left in `state_dir/requests/`
+	 * (daemon/requests.ts); in a cluster they go through etcd instead.
+	 */
+	serveRequests?: boolean;
 }
 
 export interface BuiltEngine extends Engine {
@@ -117,6 +123,26 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		}
 	}
 	const parts = built;
+	let desk: RequestDesk | undefined;
+	if (options.serveRequests && !options.readOnly && !config.cluster) {
+		try {
+			desk = await openRequestDesk({
+				stateDir: config.state_dir,
+				store,
+				issuers,
+				certificates: config.certificates.map((c) => c.name),
+				...(config.renewal?.max_orders_per_day === undefined
+					? {}
+					: { maxOrdersPerDay: config.renewal.max_orders_per_day }),
+				log: options.log,
+				now,
+			});
+		} catch (e) {
+			await Promise.allSettled([built.close(), ...targets.map((t) => t.close())]);
+			store.close();
+			throw e;
+		}
+	}
 	const acmeIssuers = new Set(config.sources.filter((s) => s.type === "acme").map((s) => s.name));
 	const load = createDesiredLoader(
 		{
@@ -170,6 +196,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		...(cluster ? { cluster: () => cluster.view(haproxyEndpoints(config)) } : {}),
 		...(reader ? { readCluster: () => reader.view(haproxyEndpoints(config)) } : {}),
 		nextWake: () => earliestRenewal(statuses),
+		...(desk ? { beginCycle: (signal: AbortSignal) => (desk as RequestDesk).begin(signal) } : {}),
 		afterCycle() {
 			options.metrics?.recordRenewals(statuses.map(renewalView));
 			for (const s of statuses) {
@@ -181,6 +208,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		watch(wake) {
 			for (const s of sources) if (s.watch) watchers.push(s.watch(wake));
 			if (cluster) watchers.push(cluster.watch(wake));
+			if (desk) watchers.push(desk.watch(wake));
 		},
 		async close() {
 			for (const stop of watchers.splice(0)) stop();

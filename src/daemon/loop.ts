@@ -31,7 +31,14 @@ export interface Engine {
 	renewals?(): CertificateStatus[];
 	/** In a cluster: what this replica knows of it now (metrics, the fleet page, status.json). */
 	cluster?(): ClusterView;
-	/** Starts watches that wake the loop early (a source directory changed). */
+	/**
+	 * Before a cycle: takes what operators asked for meanwhile (`renew`, `revoke` while the daemon runs); the
+	 * function it returns hears how the cycle ended, to answer them.
+	 */
+	beginCycle?(
+		signal: AbortSignal,
+	): Promise<(end: { report: CycleReport } | { error: unknown }) => Promise<void>>;
+	/** Starts watches that wake the loop early (a source directory changed, an operator request). */
 	watch?(wake: () => void): void;
 	close(): Promise<void>;
 }
@@ -192,7 +199,9 @@ function listenForWakes(signals: EventEmitter, log: Logger): Wakes {
 async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonOptions, clock: Clock) {
 	const { log, metrics } = options;
 	running.health.cycleRunningSince = clock.now();
+	let answer: ((end: { report: CycleReport } | { error: unknown }) => Promise<void>) | undefined;
 	try {
+		answer = await running.engine.beginCycle?.(stop);
 		const report = await runCycle(running.engine.deps, "sync", stop);
 		metrics.recordCycle(report);
 		running.engine.afterCycle?.(report);
@@ -212,7 +221,11 @@ async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonO
 		}
 		// Info even when something failed: each failure has its own line, logged when it changes.
 		log.info(summarise(report), "cycle finished");
+		const answered = answer;
+		answer = undefined;
+		await answered?.({ report });
 	} catch (e) {
+		await answer?.({ error: e });
 		running.health.lastCycleError = isCertificateeError(e)
 			? `${e.code}: ${describeError(e)}`
 			: describeError(e);

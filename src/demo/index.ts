@@ -127,7 +127,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 	try {
 		await runDaemon({
 			loadConfig: () => loaded,
-			build: (config) => buildEngine(config, { log, readOnly: false, metrics }),
+			build: (config) => buildEngine(config, { log, readOnly: false, metrics, serveRequests: true }),
 			metrics,
 			log,
 			signals: options.signals,

@@ -68,6 +68,12 @@ export async function acquireStateLock(stateDir: string): Promise<StateLock> {
 	};
 }
 
+/** The pid written in a state directory's lock file: the holder's while it is held, else the last one's. */
+export function stateLockOwner(stateDir: string): number | undefined {
+	const pid = readOwner(join(stateDir, ".lock"));
+	return pid === undefined ? undefined : Number(pid);
+}
+
 function readOwner(path: string): string | undefined {
 	try {
 		const pid = readFileSync(path, "utf8").trim();

@@ -6,11 +6,12 @@
  * directory target.
  */
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { certificatee, ensureBuilt, spawnCertificatee } from "../harness/cli.js";
 import { type PebbleHandle, startPebble } from "../harness/pebble.js";
 import { freePorts } from "../harness/ports.js";
@@ -117,4 +118,67 @@ describe("renew and revoke against Pebble", () => {
 			await daemon.stop();
 		}
 	}, 60_000);
+
+	it("with the daemon running, renew and revoke leave a request it serves at once, and print when it was served", async () => {
+		const [port] = (await freePorts(1)) as [number];
+		const config = JSON.parse(readFileSync(configFile, "utf8"));
+		const withListen = join(dir, "daemon-requests.yaml");
+		writeFileSync(withListen, JSON.stringify({ ...config, listen: `127.0.0.1:${port}`, interval: "1h" }));
+		const daemon = spawnCertificatee(["run", "--config", withListen]);
+		try {
+			await daemon.waitForLog(/^cycle finished$/, { timeoutMs: 30_000 });
+			const before = servedSerial();
+			const from = daemon.logs.length;
+			// Not due, not backing off: a plain renew; the daemon's interval (1 h) is not waited for.
+			const renewed = await certificatee(["renew", "web", "--config", withListen], { timeoutMs: 60_000 });
+			expect(renewed.code, renewed.stdout + renewed.stderr).toBe(0);
+			const after = servedSerial();
+			expect(after).not.toBe(before);
+			expect(renewed.stdout).toMatch(
+				new RegExp(`^web: serial ${after} served at \\d{4}-\\d\\d-\\d\\dT`, "m"),
+			);
+			expect(renewed.stdout).toMatch(/taken by the daemon \(pid \d+\)/);
+			expect(renewed.stdout).toMatch(/^ {2}files \S+out: served$/m);
+			expect(renewed.stderr).toMatch(/request taken by the daemon/);
+			await daemon.waitForLog(/^operator renew served/, { from });
+
+			// revoke goes through the daemon too (it holds the issuer's account): the old serial is revoked.
+			const revoked = await certificatee(
+				["revoke", "web", "--reason", "superseded", "--config", withListen],
+				{
+					timeoutMs: 60_000,
+				},
+			);
+			expect(revoked.code, revoked.stdout + revoked.stderr).toBe(0);
+			expect(servedSerial()).not.toBe(after);
+			const agent = new Agent({ connect: { ca: pebble.caPem } });
+			const res = await request(`${pebble.managementUrl}/cert-status-by-serial/${after.toLowerCase()}`, {
+				dispatcher: agent,
+			});
+			expect(((await res.body.json()) as { Status?: string }).Status).toBe("Revoked");
+			await agent.close();
+
+			// Nothing is left behind in the requests folder but the daemon's pid.
+			expect(readdirSync(join(dir, "state", "requests"))).toEqual(["daemon.pid"]);
+		} finally {
+			await daemon.stop();
+		}
+	}, 90_000);
+
+	it("renew of a certificate a directory source serves says so, naming the source and the file", async () => {
+		const sourceDir = join(dir, "files-source");
+		mkdirSync(sourceDir, { recursive: true });
+		const ca = await createTestCa("renew dir-source CA");
+		writeFileSync(join(sourceDir, "api.pem"), (await issueTestLeaf(ca, { names: ["api.test"] })).combinedPem);
+		const config = JSON.parse(readFileSync(configFile, "utf8"));
+		const file = join(dir, "with-directory.yaml");
+		config.sources.push({ name: "files", type: "directory", path: sourceDir });
+		writeFileSync(file, JSON.stringify(config));
+		const r = await certificatee(["renew", "api", "--config", file]);
+		expect(r.code).toBe(1);
+		expect(r.stderr).toContain(
+			`"api" comes from the directory source "files" (${join(sourceDir, "api.pem")})`,
+		);
+		expect(r.stderr).not.toContain("configured certificates: none");
+	});
 });

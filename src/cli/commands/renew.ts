@@ -3,120 +3,267 @@
  * in the certificate's renewal state (so the request and its count survive the process), then one sync cycle
  * that orders it and pushes the result to every target.
  */
+import { watch as fsWatch } from "node:fs";
+import { parseDuration } from "../../base/duration.js";
 import type { Config } from "../../config/schema.js";
 import { openClusterReader } from "../../daemon/cluster.js";
-import { CertificateeError } from "../../errors.js";
-import { POLICY_DEFAULTS } from "../../renewal/policy.js";
+import { CertificateeError, ERROR_CODES, type ErrorCode, isCertificateeError } from "../../errors.js";
+import { requestRenewal, revokeLatest } from "../../renewal/request.js";
 import type { CertificateSpec } from "../../renewal/schema.js";
+import { createDirectorySource } from "../../sources/directory/index.js";
 import { buildSources } from "../../sources/registry.js";
 import { REVOCATION_REASONS, type RevocationReason } from "../../sources/types.js";
-import { openFileStore } from "../../store/file-store.js";
+import { type FileStore, openFileStore } from "../../store/file-store.js";
+import { stateLockOwner } from "../../store/lock.js";
 import {
-	type RenewalState,
-	readCertificateRecord,
-	readRenewalState,
-	writeRenewalState,
-} from "../../store/records.js";
+	announcedDaemon,
+	isWaiting,
+	type OperatorRequest,
+	type RequestAnswer,
+	readAnswer,
+	requestsDir,
+	submitRequest,
+	withdrawRequest,
+} from "../../store/requests.js";
 import type { StateStore } from "../../store/types.js";
 import type { CommandContext } from "../context.js";
 import { syncCommand } from "./cycle.js";
 
-const DAY = 86_400_000;
+/** How long `renew`/`revoke` wait for a running daemon to serve the request, unless `--wait` says otherwise. */
+export const DEFAULT_WAIT = "10m";
 
-function certificateNamed(config: Config, name: string): CertificateSpec {
+/**
+ * The certificate spec, or CONFIG_INVALID: for a name a directory source serves, saying that certificatee
+ * serves that file and does not order it.
+ */
+async function certificateNamed(config: Config, name: string): Promise<CertificateSpec> {
 	const spec = config.certificates.find((c) => c.name === name);
-	if (!spec) {
-		throw new CertificateeError("CONFIG_INVALID", `no certificate named "${name}"`, {
-			context: { field: "certificates", certificate: name },
-			hint: `configured certificates: ${config.certificates.map((c) => c.name).join(", ") || "none"}`,
-		});
-	}
-	return spec;
-}
-
-/** Records the request; without `force`, refuses while the certificate backs off or the daily cap holds. */
-async function requestRenewal(
-	store: StateStore,
-	config: Config,
-	name: string,
-	force: boolean,
-	now: Date,
-): Promise<void> {
-	const stored = await readRenewalState(store, name);
-	const state: RenewalState = stored?.value ?? { jitter: Math.random(), failures: 0, orders: [] };
-	if (!force) {
-		const recent = state.orders.filter((o) => Date.parse(o) > now.getTime() - DAY).length;
-		const limit = config.renewal?.max_orders_per_day ?? POLICY_DEFAULTS.maxOrdersPerDay;
-		const next = state.nextAttemptAt ? Date.parse(state.nextAttemptAt) : 0;
-		const blocked =
-			recent >= limit
-				? `the daily cap is reached (${recent} orders in 24 h, limit ${limit})`
-				: state.failures > 0 && next > now.getTime()
-					? `it is backing off after ${state.failures} failure(s) until ${state.nextAttemptAt} (last error ${state.lastError?.code ?? "unknown"})`
-					: undefined;
-		if (blocked) {
-			throw new CertificateeError("ISSUE_FAILED", `not renewing "${name}": ${blocked}`, {
-				context: { certificate: name, operation: "renew" },
-				hint: `fix the cause, then: certificatee renew ${name} --force (clears the backoff and the daily cap for it)`,
-			});
+	if (spec) return spec;
+	for (const source of config.sources) {
+		if (source.type !== "directory") continue;
+		const found = (await createDirectorySource(source).load(new AbortController().signal)).certificates.find(
+			(c) => c.name === name,
+		);
+		if (found) {
+			throw new CertificateeError(
+				"CONFIG_INVALID",
+				`"${name}" comes from the directory source "${source.name}" (${found.origin.replace(/^source [^:]*: /, "")}): certificatee serves that file as it is and does not order it`,
+				{
+					context: { field: "certificates", certificate: name },
+					hint: `put the renewed certificate in its place (the daemon picks it up within the source's debounce), or manage it under certificates: with an issuer`,
+				},
+			);
 		}
 	}
-	const { lastFailureAt: _f, ...rest } = state;
-	const next: RenewalState = force
-		? {
-				...rest,
-				failures: 0,
-				orders: [],
-				forceRequestedAt: now.toISOString(),
-				forcedRenewals: (state.forcedRenewals ?? 0) + 1,
-			}
-		: { ...state, forceRequestedAt: now.toISOString() };
-	await writeRenewalState(store, name, next, stored?.version ?? 0);
+	throw new CertificateeError("CONFIG_INVALID", `no certificate named "${name}"`, {
+		context: { field: "certificates", certificate: name },
+		hint: `configured certificates: ${config.certificates.map((c) => c.name).join(", ") || "none"}`,
+	});
+}
+
+function maxOrders(config: Config): { maxOrdersPerDay?: number } {
+	const limit = config.renewal?.max_orders_per_day;
+	return limit === undefined ? {} : { maxOrdersPerDay: limit };
 }
 
 export async function renewCommand(
 	ctx: CommandContext,
 	name: string,
-	options: { force?: boolean },
+	options: { force?: boolean; wait?: string },
 ): Promise<void> {
 	const { config } = ctx.loadConfig();
-	certificateNamed(config, name);
+	await certificateNamed(config, name);
 	const force = options.force === true;
-	const shared = await openSharedStore(config);
-	try {
-		await requestRenewal(shared.store, config, name, force, new Date());
-	} finally {
-		await shared.close();
+	const wait = waitMs(options.wait);
+	if (config.cluster) {
+		const reader = openClusterReader(config.cluster);
+		try {
+			await requestRenewal(reader.store, name, { force, now: new Date(), ...maxOrders(config) });
+		} finally {
+			await reader.close();
+		}
+		logRequested(ctx, name, force);
+		return clusterRecorded(ctx, name);
 	}
+	const local = await openLocalOrDaemon(config);
+	if ("daemon" in local)
+		return askDaemon(ctx, config, local.daemon, { kind: "renew", certificate: name, force }, wait);
+	try {
+		await requestRenewal(local.store, name, { force, now: new Date(), ...maxOrders(config) });
+	} finally {
+		local.store.close();
+	}
+	logRequested(ctx, name, force);
+	return syncCommand(ctx);
+}
+
+function logRequested(ctx: CommandContext, name: string, force: boolean): void {
 	ctx.log.info(
 		{ certificate: name, force },
 		force
 			? "renewal forced by an operator: backoff and daily cap cleared"
 			: "renewal requested by an operator",
 	);
-	await afterRequest(ctx, config, name);
+}
+
+function waitMs(text: string | undefined): number {
+	const ms = parseDuration(text ?? DEFAULT_WAIT);
+	if (ms === undefined || ms <= 0) {
+		throw new CertificateeError("CONFIG_INVALID", `--wait ${text}: not a duration`, {
+			context: { field: "--wait" },
+			hint: "e.g. --wait 90s, --wait 15m",
+		});
+	}
+	return ms;
 }
 
 /**
- * Where the request is recorded: the state directory, or etcd in a cluster (compare-and-swap, no lease: this
- * process does not join the cluster).
+ * The state directory's store with its lock, or the pid of the running daemon that holds the lock and serves
+ * requests. Another holder (a `sync --once` in progress) is STATE_LOCKED as before.
  */
-async function openSharedStore(config: Config): Promise<{ store: StateStore; close(): Promise<void> }> {
-	if (config.cluster) {
-		const reader = openClusterReader(config.cluster);
-		return { store: reader.store, close: () => reader.close() };
+async function openLocalOrDaemon(config: Config): Promise<{ store: FileStore } | { daemon: number }> {
+	try {
+		return { store: await openFileStore(config.state_dir) };
+	} catch (e) {
+		if (!isCertificateeError(e, "STATE_LOCKED")) throw e;
+		const owner = stateLockOwner(config.state_dir);
+		const daemon = await announcedDaemon(config.state_dir);
+		if (owner === undefined || daemon !== owner) throw e;
+		return { daemon };
 	}
-	const store = await openFileStore(config.state_dir);
-	return { store, close: async () => store.close() };
 }
 
-/** Alone, one sync cycle orders and pushes it now; in a cluster the leader sees the request through its watch. */
-async function afterRequest(ctx: CommandContext, config: Config, name: string): Promise<void> {
-	if (!config.cluster) return syncCommand(ctx);
+/** In a cluster the leader sees the request through its watch. */
+function clusterRecorded(ctx: CommandContext, name: string): void {
 	ctx.log.info(
 		{ certificate: name },
 		"request recorded in etcd: the leader orders it within seconds and every member pushes it (certificatee status shows it)",
 	);
+}
+
+/**
+ * Leaves the request for the running daemon and waits for its answer: `taken` (logged), then `served` (printed,
+ * exit 0) or `failed` (its error, exit 1). Not taken within `wait`: withdrawn, NOT_AVAILABLE.
+ */
+async function askDaemon(
+	ctx: CommandContext,
+	config: Config,
+	pid: number,
+	ask: Pick<OperatorRequest, "kind" | "certificate" | "force"> & { reason?: string },
+	wait: number,
+): Promise<void> {
+	const stateDir = config.state_dir;
+	const requestedAt = new Date();
+	const request = await submitRequest(stateDir, {
+		...ask,
+		requestedAt: requestedAt.toISOString(),
+		expiresAt: new Date(requestedAt.getTime() + wait).toISOString(),
+	});
+	ctx.log.info(
+		{ certificate: ask.certificate, request: request.id, daemon: pid },
+		`${ask.kind} request left for the running daemon (pid ${pid})`,
+	);
+	let taken: RequestAnswer | undefined;
+	const final = await waitForAnswer(stateDir, request.id, wait, (a) => {
+		if (a.state !== "taken" || taken) return;
+		taken = a;
+		ctx.log.info(
+			{ certificate: ask.certificate, takenAt: a.takenAt },
+			"request taken by the daemon: ordering now",
+		);
+	});
+	if (!final) {
+		if (await isWaiting(stateDir, request.id)) {
+			await withdrawRequest(stateDir, request.id);
+			throw new CertificateeError(
+				"NOT_AVAILABLE",
+				`the daemon (pid ${pid}) did not take the ${ask.kind} request for "${ask.certificate}" within --wait (${Math.round(wait / 1000)} s); request withdrawn`,
+				{
+					context: { certificate: ask.certificate, operation: ask.kind },
+					hint: "it takes requests between cycles: a long cycle delays it; retry with a longer --wait, or see certificatee status",
+				},
+			);
+		}
+		throw new CertificateeError(
+			"NOT_AVAILABLE",
+			`the daemon took the ${ask.kind} request for "${ask.certificate}"${taken ? ` at ${taken.takenAt}` : ""} but its cycle did not finish within ${Math.round(wait / 1000)} s`,
+			{
+				context: { certificate: ask.certificate, operation: ask.kind },
+				hint: "it carries on: certificatee status shows when the new certificate is served",
+			},
+		);
+	}
+	await withdrawRequest(stateDir, request.id);
+	if (ctx.options.json) ctx.out(JSON.stringify({ request, answer: final }, null, 2));
+	if (final.state === "failed") {
+		throw new CertificateeError(
+			codeOf(final.error?.code),
+			`${ask.kind} "${ask.certificate}" (taken by the daemon at ${final.takenAt}): ${final.message}`,
+			{
+				context: { certificate: ask.certificate, operation: ask.kind },
+				...(final.error?.hint ? { hint: final.error.hint } : {}),
+			},
+		);
+	}
+	if (ctx.options.json) return;
+	ctx.out(`${ask.certificate}: serial ${final.serial ?? "?"} served at ${final.at}`);
+	ctx.out(`  requested ${request.requestedAt}, taken by the daemon (pid ${final.pid}) at ${final.takenAt}`);
+	for (const e of final.endpoints ?? []) {
+		const where = e.endpoint === e.target ? e.target : `${e.target} ${e.endpoint}`;
+		ctx.out(`  ${where}: ${e.converged ? "served" : e.reason}`);
+	}
+}
+
+function codeOf(code: string | undefined): ErrorCode {
+	return (ERROR_CODES as readonly string[]).includes(code ?? "") ? (code as ErrorCode) : "ISSUE_FAILED";
+}
+
+/** The final answer (served or failed), or undefined when `wait` passed first; `seen` hears each answer read. */
+async function waitForAnswer(
+	stateDir: string,
+	id: string,
+	wait: number,
+	seen: (a: RequestAnswer) => void,
+): Promise<RequestAnswer | undefined> {
+	const deadline = Date.now() + wait;
+	return new Promise((resolve) => {
+		let done = false;
+		let checking = false;
+		let again = false;
+		const finish = (a: RequestAnswer | undefined) => {
+			if (done) return;
+			done = true;
+			watcher?.close();
+			clearInterval(poll);
+			clearTimeout(timer);
+			resolve(a);
+		};
+		const check = async () => {
+			if (checking) {
+				again = true;
+				return;
+			}
+			checking = true;
+			do {
+				again = false;
+				const a = await readAnswer(stateDir, id);
+				if (a) seen(a);
+				if (a && a.state !== "taken") return finish(a);
+			} while (again && !done);
+			checking = false;
+		};
+		let watcher: ReturnType<typeof fsWatch> | undefined;
+		try {
+			watcher = fsWatch(requestsDir(stateDir), { persistent: false }, () => void check());
+			watcher.on("error", () => undefined);
+		} catch {
+			watcher = undefined;
+		}
+		// Behind the watch, in case the filesystem does not report changes (a network mount).
+		const poll = setInterval(() => void check(), 1000);
+		const timer = setTimeout(() => finish(undefined), Math.max(0, deadline - Date.now()));
+		void check();
+	});
 }
 
 export function parseRevocationReason(text: string): RevocationReason {
@@ -130,50 +277,42 @@ export function parseRevocationReason(text: string): RevocationReason {
 export async function revokeCommand(
 	ctx: CommandContext,
 	name: string,
-	options: { reason?: string },
+	options: { reason?: string; wait?: string },
 ): Promise<void> {
 	const { config } = ctx.loadConfig();
-	certificateNamed(config, name);
+	await certificateNamed(config, name);
 	const reason = parseRevocationReason(options.reason ?? "unspecified");
-	const shared = await openSharedStore(config);
-	const store = shared.store;
-	try {
-		const latest = (await readCertificateRecord(store, name))?.value.history[0];
-		if (!latest) {
-			throw new CertificateeError(
-				"NOT_AVAILABLE",
-				`certificate "${name}" was never issued; nothing to revoke`,
-				{
-					context: { certificate: name, operation: "revoke" },
-					hint: `certificatee renew ${name} orders it`,
-				},
+	const wait = waitMs(options.wait);
+	let shared: { store: StateStore; close(): Promise<void> };
+	if (config.cluster) {
+		const reader = openClusterReader(config.cluster);
+		shared = { store: reader.store, close: () => reader.close() };
+	} else {
+		const local = await openLocalOrDaemon(config);
+		if ("daemon" in local) {
+			return askDaemon(
+				ctx,
+				config,
+				local.daemon,
+				{ kind: "revoke", certificate: name, force: true, reason },
+				wait,
 			);
 		}
+		shared = { store: local.store, close: async () => local.store.close() };
+	}
+	const store = shared.store;
+	try {
 		const built = await buildSources(config.sources, { store });
-		const { issuers } = built;
-		const issuer = issuers.get(latest.issuer);
 		try {
-			if (!issuer?.revoke) {
-				throw new CertificateeError(
-					"CONFIG_INVALID",
-					`issuer "${latest.issuer}" of "${name}" is not configured or cannot revoke`,
-					{
-						context: { certificate: name, field: "sources" },
-						hint: `the certificate (serial ${latest.serial}) was issued by "${latest.issuer}": configure that source to revoke it`,
-					},
-				);
-			}
-			await issuer.revoke(latest.certPem, reason, AbortSignal.timeout(120_000));
+			const revoked = await revokeLatest(store, built.issuers, name, reason, AbortSignal.timeout(120_000));
+			ctx.log.info({ certificate: name, ...revoked, reason }, "certificate revoked");
 		} finally {
 			await built.close();
 		}
-		ctx.log.info(
-			{ certificate: name, serial: latest.serial, issuer: latest.issuer, reason },
-			"certificate revoked",
-		);
-		await requestRenewal(store, config, name, true, new Date());
+		await requestRenewal(store, name, { force: true, now: new Date(), ...maxOrders(config) });
 	} finally {
 		await shared.close();
 	}
-	await afterRequest(ctx, config, name);
+	if (config.cluster) return clusterRecorded(ctx, name);
+	return syncCommand(ctx);
 }

@@ -8,7 +8,14 @@ export async function runCommand(ctx: CommandContext): Promise<void> {
 	const metrics = createMetrics();
 	await runDaemon({
 		loadConfig: () => ctx.loadConfig(),
-		build: (config) => buildEngine(config, { log: ctx.log, readOnly: false, metrics, prepareIssuers: true }),
+		build: (config) =>
+			buildEngine(config, {
+				log: ctx.log,
+				readOnly: false,
+				metrics,
+				prepareIssuers: true,
+				serveRequests: true,
+			}),
 		metrics,
 		log: ctx.log,
 		signals: process,
