@@ -17,6 +17,9 @@ export interface CertList {
 /** `show ssl cert <name>`, parsed. Fields absent for an `Empty` store. */
 export interface CertDetail {
 	filename: string;
+	/** 3.2+: the files HAProxy loaded it from, as the configuration spells them (relative to a crt-base/key-base). */
+	crtFilename?: string;
+	keyFilename?: string;
 	/** Used, Unused, Empty, Uncommitted (3.2). */
 	status: string;
 	/** Even-length uppercase hex, as `openssl x509 -serial` prints it. */
@@ -88,6 +91,12 @@ export function parseCertDetail(text: string): CertDetail {
 		switch (key) {
 			case "Filename":
 				detail.filename = value;
+				break;
+			case "Crt filename":
+				detail.crtFilename = value;
+				break;
+			case "Key filename":
+				detail.keyFilename = value;
 				break;
 			case "Status":
 				detail.status = value;

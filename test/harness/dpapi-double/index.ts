@@ -20,8 +20,9 @@ import { promisify } from "node:util";
 import type { Operation } from "openapi-backend";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
 import { HAPROXY_BIN, type Haproxy } from "../haproxy.js";
-import { checkRequest, checkResponse, type IncomingRequest } from "./check.js";
+import { checkRequest, checkResponse, type IncomingRequest, serverDeviation } from "./check.js";
 import { type DoubleContext, errorBody, type Handled, type RuntimeOverflow } from "./context.js";
+import { crtStores } from "./crt-stores.js";
 import { maps } from "./maps.js";
 import { runtime } from "./runtime.js";
 import { loadSpecValidator } from "./spec.js";
@@ -200,6 +201,10 @@ export const routes: Record<string, Route> = {
 	addMapEntry: (ctx, r) => maps.add(ctx, r.params.parent_name ?? "", r.parsed.body),
 	deleteRuntimeMapEntry: (ctx, r) => maps.delete(ctx, r.params.parent_name ?? "", r.params.id ?? ""),
 	clearRuntimeMap: (ctx, r) => maps.clear(ctx, name(r)),
+	getCrtStores: (ctx) => crtStores.list(ctx),
+	getCrtStore: (ctx, r) => crtStores.get(ctx, name(r)),
+	getCrtLoads: (ctx, r) => crtStores.loads(ctx, r.params.crt_store ?? ""),
+	getCrtLoad: (ctx, r) => crtStores.load(ctx, r.params.crt_store ?? "", r.params.certificate ?? ""),
 	getAllCrtLists: (ctx) => runtime.crtLists(ctx),
 	getAllCrtListEntries: (ctx, r) => runtime.entries(ctx, r.query.get("name") ?? ""),
 	addCrtListEntry: (ctx, r) => runtime.addEntry(ctx, r.query.get("name") ?? "", r.parsed.body),
@@ -302,7 +307,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		const headers: Record<string, string> = { "Configuration-Version": "1", ...(answer.headers ?? {}) };
 		if (body !== undefined) headers["Content-Type"] = "application/json";
 		if (answer.status === 401) headers["WWW-Authenticate"] = 'Basic realm="API"';
-		if (operation) {
+		if (operation && serverDeviation(operation.operationId ?? "", answer.status, answer.body) === undefined) {
 			for (const p of checkResponse(spec, operation, answer.status, headers, answer.body)) {
 				violations.push(`${operation.operationId} response: ${p}`);
 			}

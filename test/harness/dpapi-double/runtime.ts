@@ -101,10 +101,22 @@ export const runtime = {
 		return { status: 200, body: names.map((n) => ({ storage_name: n, description: basename(n) })) };
 	},
 
+	/**
+	 * client-native's parseCertEntry: on 3.2+ the name reported is HAProxy's `Crt filename` (as the
+	 * configuration spells it: `a.crt` for a crt-store load under a crt-base), and a `Key filename` other than
+	 * the crt file is refused ("storing the private key in a separate file is not supported"), a 500.
+	 */
 	async get(ctx: DoubleContext, name: string): Promise<Handled> {
 		const detail = await ctx.runtime.showCert(name);
 		if (detail === undefined) return errorBody(404, `ssl certificate ${name} does not exist`);
-		return { status: 200, body: detailBody(detail) };
+		const storageName = detail.crtFilename ?? detail.filename;
+		if (detail.keyFilename !== undefined && detail.keyFilename !== detail.crtFilename) {
+			return errorBody(
+				500,
+				`${ctx.runtimeSocket} failed to parse certificate info for ${storageName}: storing the private key in a separate file is not supported`,
+			);
+		}
+		return { status: 200, body: { ...detailBody(detail), storage_name: storageName } };
 	},
 
 	/** The part's filename, reduced to its basename (Go's multipart does it), names the certificate. */

@@ -41,6 +41,10 @@ export const SERVED_PATHS = [
 	"/services/haproxy/runtime/maps/{name}",
 	"/services/haproxy/runtime/maps/{parent_name}/entries",
 	"/services/haproxy/runtime/maps/{parent_name}/entries/{id}",
+	"/services/haproxy/configuration/crt_stores",
+	"/services/haproxy/configuration/crt_stores/{name}",
+	"/services/haproxy/configuration/crt_stores/{crt_store}/crt_loads",
+	"/services/haproxy/configuration/crt_stores/{crt_store}/crt_loads/{certificate}",
 ] as const;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

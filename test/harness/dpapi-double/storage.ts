@@ -17,6 +17,20 @@ interface Pem {
 	certs: X509Certificate[];
 }
 
+/** The certificates of a PEM file, or the x509 error of one that does not parse. */
+function certificatesIn(text: string): X509Certificate[] | string {
+	const certs: X509Certificate[] = [];
+	for (const b of text.matchAll(PEM_BLOCK)) {
+		if (b[1] !== "CERTIFICATE") continue;
+		try {
+			certs.push(new X509Certificate(b[0]));
+		} catch (e) {
+			return `x509: ${e instanceof Error ? e.message : String(e)}`;
+		}
+	}
+	return certs;
+}
+
 /** client-native's validatePEM: a certificate and an RSA/ECDSA key, unencrypted, in one file. */
 function validatePem(text: string): Pem | string {
 	const blocks = [...text.matchAll(PEM_BLOCK)];
@@ -156,10 +170,18 @@ export const storage = {
 		const name = sanitizeStorageName(rawName);
 		const file = join(ctx.storageDir, name);
 		if (!(await exists(file))) return errorBody(404, `file ${name} doesn't exist`);
+		// GET reads whatever the file holds (ParseCertificatesInfo, no validatePEM): a certificate without its key
+		// (a crt-store's `a.crt`) has its metadata, a key alone only its size.
 		const text = await readFile(file, "utf8");
-		const pem = validatePem(text);
-		if (typeof pem === "string") return errorBody(500, pem);
-		return { status: 200, body: metadata(name, file, Buffer.byteLength(text), pem) };
+		const certs = certificatesIn(text);
+		if (typeof certs === "string") return errorBody(500, certs);
+		if (certs.length === 0) {
+			return {
+				status: 200,
+				body: { storage_name: name, file, description: "managed SSL file", size: Buffer.byteLength(text) },
+			};
+		}
+		return { status: 200, body: metadata(name, file, Buffer.byteLength(text), { certs }) };
 	},
 
 	async create(

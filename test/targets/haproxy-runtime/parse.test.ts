@@ -29,6 +29,8 @@ describe("targets/haproxy-runtime/parse", () => {
 			"Chain Subject: /CN=Test Intermediate CA\nChain Issuer: /CN=Test Root CA\nOCSP Response Key: \n\n";
 		expect(parseCertDetail(text)).toEqual({
 			filename: "certs/a.pem",
+			crtFilename: "certs/a.pem",
+			keyFilename: "certs/a.pem",
 			status: "Uncommitted",
 			serial: "0ABC",
 			notBefore: new Date("2026-11-30T08:59:04Z"),
