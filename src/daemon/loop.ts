@@ -18,7 +18,7 @@ import { type CycleReport, cycleFailures } from "../reconcile/report.js";
 import type { CertificateStatus } from "../renewal/manager.js";
 import { type Clock, systemClock } from "./clock.js";
 import { type FailureMemory, failureLogLine, trackFailures } from "./failures.js";
-import { summarise } from "./summary.js";
+import { auditLines, summarise } from "./summary.js";
 
 /** Everything a configuration builds: the cycle's dependencies and what to close when replaced. */
 export interface Engine {
@@ -219,6 +219,7 @@ async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonO
 			const line = failureLogLine(event);
 			log[line.level](line.fields, line.message);
 		}
+		for (const line of auditLines(report)) log.info(line.fields, line.message);
 		// Info even when something failed: each failure has its own line, logged when it changes.
 		log.info(summarise(report), "cycle finished");
 		const answered = answer;

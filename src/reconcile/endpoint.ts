@@ -5,6 +5,7 @@
 import pLimit from "p-limit";
 import { CertificateeError, describeError, errorView } from "../errors.js";
 import { handshakeRefused } from "../probe/index.js";
+import { auditServed, auditSteps, observedSerial } from "./audit.js";
 import { batchGroups } from "./batches.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import {
@@ -81,6 +82,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		return emptyEndpointReport(job.target, job.driver.name, errorView(observation.error), durationMs);
 	}
 	const servedBefore = await probeAll(job);
+	const serialBefore = observedSerial(observation.refs);
 	let { verdicts, plan } = decide(job, observation, servedBefore);
 	// Names this cycle's writes hand to another ref, reported before the write (cleared below if served right).
 	verdicts = [
@@ -151,12 +153,24 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	}
 	const classByRef = new Map<string, (typeof verdicts)[number]["class"]>();
 	for (const v of verdicts) if ("ref" in v) classByRef.set(v.ref, v.class);
+	const audit =
+		job.mode === "sync"
+			? [
+					...auditSteps(base, steps, serialBefore),
+					...auditServed(
+						base,
+						servedBefore.map((s) => s.view),
+						served.map((s) => s.view),
+					),
+				]
+			: [];
 	return {
 		...base,
 		ok: true,
 		verdicts,
 		steps,
 		notes,
+		...(audit.length > 0 ? { audit } : {}),
 		...(plan.servingAfter.length > 0 ? { servingAfter: plan.servingAfter } : {}),
 		...(reloadsView ? { reloads: reloadsView } : {}),
 		served: served.map((s) => s.view),

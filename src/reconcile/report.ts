@@ -1,5 +1,6 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
 import type { ErrorView } from "../errors.js";
+import type { AuditEvent } from "./audit.js";
 import type { RefusalCode, Verdict } from "./classify.js";
 import type { Action, ActionOp, RenewalState, RenewalView } from "./model.js";
 import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "./reload-budget.js";
@@ -75,6 +76,8 @@ export interface EndpointReport {
 	backoff?: { failures: number; skipLeft: number };
 	/** HAProxy endpoints: the reload budget, reloads done and why, and the breaker. */
 	reloads?: ReloadsView;
+	/** sync: every write and removal done, and every served change a probe saw (audit.ts); logged one per line. */
+	audit?: AuditEvent[];
 }
 
 export interface TargetReport {

@@ -29,6 +29,7 @@ const NAMES = ["shop.test", "www.shop.test"];
 const WRITE_OPS = /^(create|replace|delete|add)/;
 
 let ca: TestIssuer;
+let first: TestLeaf;
 let dir: string;
 let sourceDir: string;
 const fleet: Array<{ name: string; h: Haproxy; d: DpapiDouble; pid: number }> = [];
@@ -39,6 +40,7 @@ beforeAll(async () => {
 	dir = mkdtempSync(join(tmpdir(), "certificatee-cli-fleet-"));
 	sourceDir = join(dir, "source");
 	const v1 = await issueTestLeaf(ca, { names: NAMES });
+	first = v1;
 	const started = await Promise.all(
 		[1, 2, 3].map(async (n) => {
 			const h = await startHaproxy({ crtDir: { "shop.pem": v1.combinedPem } });
@@ -152,11 +154,35 @@ describe("sync --once and plan on a fleet of three HAProxy nodes behind Data Pla
 		}
 		await expectServedEverywhere(v2);
 		await expectNoReloads();
+		// The audit trail: one line per write and per served change, with the old and new serials, no key.
+		expect(sync.stderr).not.toMatch(/BEGIN|PRIVATE/);
+		const logs = sync.stderr
+			.split("\n")
+			.filter((l) => l.startsWith("{"))
+			.map((l) => JSON.parse(l) as Record<string, unknown>);
+		const audit = (msg: string) =>
+			logs
+				.filter((l) => l.msg === msg)
+				.map((l) => [l.endpoint, l.op ?? l.sni, l.oldSerial, l.newSerial].join(" "))
+				.sort();
+		const [oldSerial, newSerial] = [serialOf(first), serialOf(v2)];
+		expect(audit("certificate written")).toEqual(
+			fleet
+				.flatMap((m) =>
+					["runtime-set", "storage-replace"].map((op) => `${m.name} ${op} ${oldSerial} ${newSerial}`),
+				)
+				.sort(),
+		);
+		expect(logs.filter((l) => l.msg === "certificate written").every((l) => l.ref === "shop.pem")).toBe(true);
+		expect(audit("served certificate changed")).toEqual(
+			fleet.flatMap((m) => NAMES.map((sni) => `${m.name} ${sni} ${oldSerial} ${newSerial}`)).sort(),
+		);
 
 		const before = fleet.map((m) => apiWrites(m.d).length);
 		const again = await certificatee(["sync", "--once", "--config", config]);
 		expect(again.code, again.stdout).toBe(0);
 		expect(again.stdout).toContain("converged: nothing to do");
+		expect(again.stderr).not.toMatch(/certificate written|served certificate changed/);
 		expect(fleet.map((m) => apiWrites(m.d).length)).toEqual(before);
 
 		const converged = await certificatee(["plan", "--config", config]);

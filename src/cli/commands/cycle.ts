@@ -1,6 +1,7 @@
 /** `plan`, `sync --once` and `status`: one cycle through the same runCycle, shown three ways. */
 import type { Config } from "../../config/schema.js";
 import { buildEngine } from "../../daemon/engine.js";
+import { auditLines } from "../../daemon/summary.js";
 import { CertificateeError } from "../../errors.js";
 import { statusDocument } from "../../metrics/status-view.js";
 import { runCycle } from "../../reconcile/cycle.js";
@@ -38,6 +39,7 @@ export async function syncCommand(ctx: CommandContext): Promise<void> {
 	try {
 		const report = await runCycle(engine.deps, "sync", stop.signal);
 		engine.afterCycle?.(report);
+		for (const line of auditLines(report)) ctx.log.info(line.fields, line.message);
 		if (ctx.options.json) ctx.out(JSON.stringify(report, null, 2));
 		else for (const line of renderPlan(report, styler(process.stdout.isTTY === true))) ctx.out(line);
 		exitWith(cycleExitCode(cycleOutcome(report), "sync"));

@@ -4,6 +4,7 @@
  * endpoint, its path; a set that cannot be written is a failed step, never an exception.
  */
 import { errorView } from "../../errors.js";
+import { auditSteps } from "../../reconcile/audit.js";
 import type { TargetRunner } from "../../reconcile/cycle.js";
 import type { DesiredCertificate, DirectoryAction } from "../../reconcile/model.js";
 import type { PlannedStep } from "../../reconcile/plan.js";
@@ -44,10 +45,19 @@ export function createDirectoryRunner(
 			const inSync = observation.sets.flatMap((set) =>
 				settled(set, byName.get(set.certificate), entries, { mode, neverDowngrade }),
 			);
+			const steps = entries.map((e) => e.view);
+			const live = new Map(
+				observation.sets.flatMap((set) => (set.ok && set.live?.serial ? [[set.path, set.live.serial]] : [])),
+			);
+			const audit =
+				mode === "sync"
+					? auditSteps({ target: config.name, endpoint: observation.endpoint }, steps, (ref) => live.get(ref))
+					: [];
 			const endpoint = {
 				...emptyEndpointReport(config.name, observation.endpoint),
 				verdicts: inSync,
-				steps: entries.map((e) => e.view),
+				steps,
+				...(audit.length > 0 ? { audit } : {}),
 				refs: inSync.map((v) => ({ ref: v.ref, class: v.class, ...notAfter(byName.get(v.certificate)) })),
 				durationMs: now().getTime() - started,
 			};
