@@ -12,7 +12,7 @@ export async function bundleScript(entry: string, outDir: string, name: string):
 		bundle: true,
 		platform: "node",
 		format: "esm",
-		target: "node20",
+		target: "node22",
 		outfile,
 		logLevel: "warning",
 		// CommonJS dependencies inside an ESM bundle still call require().

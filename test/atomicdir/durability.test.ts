@@ -19,11 +19,34 @@ afterEach(async () => {
 	for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
+/** strace's lines with each call that another thread interrupted (`<unfinished ...>`, later `<... unlink
+ * resumed>`) joined back into one line, placed where it finished: Node 22+ removes a directory's files on
+ * several threads at once. */
+function joinedCalls(trace: string): string[] {
+	const pending = new Map<string, string>();
+	const lines: string[] = [];
+	for (const line of trace.split("\n")) {
+		const unfinished = /^(\d+)\s+(.*) <unfinished \.\.\.>$/.exec(line);
+		if (unfinished) {
+			pending.set(unfinished[1]!, unfinished[2]!);
+			continue;
+		}
+		const resumed = /^(\d+)\s+<\.\.\. \w+ resumed>(.*)$/.exec(line);
+		if (resumed) {
+			lines.push(`${resumed[1]} ${pending.get(resumed[1]!) ?? ""}${resumed[2]}`);
+			pending.delete(resumed[1]!);
+			continue;
+		}
+		lines.push(line);
+	}
+	return lines;
+}
+
 /** The syscalls on paths under `base`, in order, with fsync's fd replaced by the path it was opened on. */
 function events(trace: string, base: string): string[] {
 	const fds = new Map<string, string>();
 	const out: string[] = [];
-	for (const line of trace.split("\n")) {
+	for (const line of joinedCalls(trace)) {
 		const open = /openat\(AT_FDCWD, "([^"]+)", [^)]*\) = (\d+)/.exec(line);
 		if (open) {
 			fds.set(open[2]!, open[1]!);
@@ -33,6 +56,10 @@ function events(trace: string, base: string): string[] {
 		const path = sync ? fds.get(sync[1]!) : undefined;
 		if (path === base) out.push("fsync <parent>");
 		else if (path?.startsWith(`${base}/`)) out.push(`fsync ${path.slice(base.length + 1)}`);
+		// Node 22 removes a file by path (`unlink`), Node 24 by name inside the opened directory (`unlinkat`).
+		const at = /unlinkat\((\d+), "([^"]+)", 0\)\s+= 0$/.exec(line);
+		const dir = at ? fds.get(at[1]!) : undefined;
+		if (dir?.startsWith(`${base}/`)) out.push(`unlink ${dir.slice(base.length + 1)}/${at![2]}`);
 		const call = /(renameat2|rmdir|unlink)\((?:AT_FDCWD, )?"([^"]+)".*= 0$/.exec(line);
 		if (call?.[2]?.startsWith(`${base}/`)) out.push(`${call[1]} ${call[2].slice(base.length + 1)}`);
 	}
@@ -51,7 +78,7 @@ it("atomicdir/exchange fsyncs files and staging before renameat2, the parent aft
 		"-o",
 		trace,
 		"-e",
-		"trace=openat,fsync,renameat2,rmdir,unlink",
+		"trace=openat,fsync,renameat2,rmdir,unlink,unlinkat",
 		process.execPath,
 		await childScript("writer"),
 		target,

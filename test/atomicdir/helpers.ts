@@ -60,7 +60,7 @@ export function childScript(name: "writer" | "reader"): Promise<string> {
 			bundle: true,
 			platform: "node",
 			format: "esm",
-			target: "node20",
+			target: "node22",
 			external: ["koffi"],
 			write: false,
 			logLevel: "silent",
