@@ -48,6 +48,10 @@ export const ERROR_CODES = [
 	"UPDATE_DROPS_NAMES",
 	/** never_downgrade: the live certificate expires later than the one to push; it is kept (docs/cluster.md). */
 	"UPDATE_WOULD_DOWNGRADE",
+	"MANAGED_BY_HAPROXY_ACME",
+	"PLACEMENT_UNKNOWN",
+	"NEW_CERTIFICATE_NEEDS_CONFIG",
+	"CRT_LIST_LINE_UNRESOLVED",
 	"REF_UNADDRESSABLE",
 	// files and state
 	"ATOMICDIR_BAD_NAME",

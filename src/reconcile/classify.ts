@@ -14,6 +14,7 @@ import type {
 	RefMeta,
 	ServedCertificate,
 } from "./model.js";
+import { keeperRef } from "./placement.js";
 
 export type Side = "storage" | "runtime";
 
@@ -75,7 +76,13 @@ export type Verdict =
 export type VerdictClass = Verdict["class"];
 
 /** Why an update of a ref is refused: it would drop served names, or replace a certificate that expires later. */
-export type RefusalCode = "UPDATE_DROPS_NAMES" | "UPDATE_WOULD_DOWNGRADE";
+export type RefusalCode =
+	| "UPDATE_DROPS_NAMES"
+	| "UPDATE_WOULD_DOWNGRADE"
+	/** HAProxy's own ACME client manages the certificate HAProxy serves for these names (3.2+). */
+	| "MANAGED_BY_HAPROXY_ACME"
+	/** HAProxy loads it from files certificatee cannot tell (a crt-store base runtime does not print). */
+	| "PLACEMENT_UNKNOWN";
 
 /** Lines an operator has to remove from a crt-list file the target cannot edit itself. */
 export interface PendingCrtListChange {
@@ -115,7 +122,7 @@ export function sideMatches(meta: RefMeta | undefined, leaf: CertificateInfo): b
 
 /** Does one side hold exactly this bundle: the leaf, and the chain as far as the side shows it? */
 export function sideHolds(meta: RefMeta | undefined, bundle: Bundle): boolean {
-	if (!sideMatches(meta, bundle.leaf)) return false;
+	if (!sideMatches(meta, bundle.leaf) || meta?.keyMismatch === true) return false;
 	return meta?.chain === undefined || chainMatches(meta.chain, bundle);
 }
 
@@ -181,6 +188,8 @@ function classifyCanonical(
 	const certificate = desired.name;
 	if (observed === undefined || (!observed.storage && !observed.runtime))
 		return { class: "missing", ref, certificate };
+	const notWritable = placementRefusal(ref, certificate, observed);
+	if (notWritable !== undefined) return notWritable;
 	const stale = staleSidesOf(observed, desired.bundle);
 	const missingSides: Side[] = (["storage", "runtime"] as const).filter((s) => observed[s] === undefined);
 	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
@@ -205,6 +214,27 @@ function classifyCanonical(
 		}
 	}
 	return { class: "stale", ref, certificate, sides: stale, missingSides };
+}
+
+/**
+ * A keeper whose files certificatee must not write: HAProxy's own ACME manages it, or its files are unknown.
+ * Refused (reported, nothing written) whether or not it is current.
+ */
+function placementRefusal(ref: string, certificate: string, observed: ObservedRef): Verdict | undefined {
+	const p = observed.placement;
+	if (p?.acme !== undefined) {
+		return {
+			class: "refused",
+			ref,
+			certificate,
+			code: "MANAGED_BY_HAPROXY_ACME",
+			why: `HAProxy's own ACME client (acme section "${p.acme}") manages ${ref}, which serves these names: certificatee never writes it. Remove the certificate from certificatee's configuration, or the acme keyword from its load line and reload`,
+		};
+	}
+	if (p?.unknown !== undefined) {
+		return { class: "refused", ref, certificate, code: "PLACEMENT_UNKNOWN", why: p.unknown };
+	}
+	return undefined;
 }
 
 /** A ref held by runtime with no crt-list entry and status Used is referenced by a `crt` line: it cannot leave. */
@@ -256,9 +286,23 @@ function unaddressable(observed: ObservedRef, addressedAs: string, certificate: 
 	};
 }
 
+/** Each desired certificate at its keeper: its canonical ref, or the ref HAProxy loads it from (placement.ts). */
+export function keepersInPlace(
+	desired: ClassifyInput["desired"],
+	refs: ReadonlyMap<string, ObservedRef>,
+): ClassifyInput["desired"] {
+	const taken = new Set(desired.map((d) => d.ref));
+	return desired.map((d) => {
+		const ref = keeperRef(d.ref, d.certificate, refs, taken);
+		taken.add(ref);
+		return ref === d.ref ? d : { ref, certificate: d.certificate };
+	});
+}
+
 export function classifyEndpoint(input: ClassifyInput): Verdict[] {
-	const { desired, refs, policy } = input;
+	const { refs, policy } = input;
 	const byRef = new Map(refs.map((r) => [r.ref, r]));
+	const desired = keepersInPlace(input.desired, byRef);
 	const verdicts: Verdict[] = [];
 	const canonical = new Map<string, Verdict>();
 

@@ -43,6 +43,58 @@ export interface RefMeta {
 	chain?: ChainView;
 	/** HAProxy's runtime status: Used, Unused, Empty, Uncommitted. */
 	status?: string;
+	/**
+	 * Storage side: the key a reload pairs with this leaf (a separate key file, or a `.key` left beside a
+	 * combined PEM) does not belong to it. The side holds nothing usable: a reload would serve no certificate.
+	 */
+	keyMismatch?: true;
+}
+
+/**
+ * How HAProxy makes a ref live: a crt directory (`crt <dir>`), a crt-list line, a crt-store `load` (3.0+,
+ * named `@store/alias`), an `ssl-f-use` line (3.2+, in the frontend's implicit crt-list `@<frontend>`), or a
+ * direct `crt <file>` on a bind line.
+ */
+export type PlacementVia = "crt-dir" | "crt-list" | "crt-store" | "ssl-f-use" | "crt";
+
+/** Companion files HAProxy loads beside a certificate file X (`ssl-load-extra-files`): X.key, X.ocsp, ... */
+export type ExtraFile = "key" | "ocsp" | "issuer" | "sctl";
+
+/**
+ * Where a ref lives on the node's disk, as learnt from the runtime API (3.x `Crt filename`/`Key filename`,
+ * `@store/alias` names, the `@<frontend>` crt-list of ssl-f-use, `acme status`) and, where it says nothing,
+ * from the files themselves and the target's configuration: never from a file name alone. Kind-neutral: a
+ * driver fills it, placement.ts turns it into the files of a write.
+ */
+export interface Placement {
+	via: PlacementVia;
+	/** Absolute path of the certificate file; absent when certificatee cannot tell it (`unknown` says why). */
+	certFile?: string;
+	/**
+	 * The key, when not inside certFile: `argument` (a `key` keyword of a crt-store load or ssl-f-use line,
+	 * which overrides a key inside the crt file) or `companion` (X.key, loaded only when X holds no key).
+	 */
+	key?: { file: string; by: "argument" | "companion" };
+	/** Companion files that exist beside certFile (absolute paths), the key companion included when present. */
+	extras: Partial<Record<ExtraFile, string>>;
+	/** HAProxy's own ACME client manages it (3.2+): its `acme` section. Observed and reported, never written. */
+	acme?: string;
+	/** Why certificatee cannot write it in place (its files are unknown): it is observed, never written. */
+	unknown?: string;
+}
+
+/**
+ * The files of one storage write, in the order they are made live, as placement.ts plans them: each file
+ * gets a part of the bundle. `removeFirst`: companions stale for the new certificate (its OCSP response, its
+ * SCTs), removed before it is written; `removeAfter`: a key left beside a combined PEM, removed after. With
+ * more than one file the write is a pair: see the driver.
+ */
+export interface PlacedWrite {
+	files: Array<{ path: string; part: "combined" | "certificates" | "key" }>;
+	removeFirst: string[];
+	removeAfter: string[];
+	/** Every intermediate state of the renames loads (the key is a companion): a journal only finishes the layout. */
+	safeOrder: boolean;
 }
 
 /** A storage directory as HAProxy names it (`crt <dir>` lists it so): without trailing slashes. */
@@ -74,6 +126,8 @@ export interface ObservedRef {
 	 * crt-list naming another path): observed so the plan knows who serves a name, never written or removed.
 	 */
 	external?: string;
+	/** Where it lives and how HAProxy makes it live, when the driver knows (haproxy-runtime). */
+	placement?: Placement;
 }
 
 /**
@@ -104,7 +158,8 @@ export type EndpointObservation =
 
 /** A single write on one HAProxy endpoint (a storage file, HAProxy's memory, a crt-list). */
 export type HaproxyAction =
-	| { op: "storage-replace"; ref: string; certificate: string; bundle: Bundle }
+	/** `files`: the ref's own files (placement.ts); absent: one combined PEM named `ref` in the storage directory. */
+	| { op: "storage-replace"; ref: string; certificate: string; bundle: Bundle; files?: PlacedWrite }
 	| { op: "storage-create"; ref: string; certificate: string; bundle: Bundle }
 	| { op: "runtime-set"; ref: string; runtimeName: string; certificate: string; bundle: Bundle }
 	| {

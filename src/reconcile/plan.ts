@@ -13,6 +13,7 @@ import type {
 	ObservedRef,
 	ServedCertificate,
 } from "./model.js";
+import { placedWrite } from "./placement.js";
 import type { ReloadNeed } from "./reload-budget.js";
 import { planServing, type ServingAfter } from "./serving.js";
 
@@ -167,8 +168,20 @@ function write(plan: Planning, ref: string, certificate: string, side: WriteSide
 	const desired = plan.input.desired.get(certificate);
 	if (desired === undefined) return;
 	const bundle = desired.bundle;
+	const placement = plan.input.refs.get(ref)?.placement;
+	const files = placement === undefined ? undefined : placedWrite(placement);
+	if (files !== undefined && "refused" in files) {
+		const note = `${ref}: not written: ${files.refused}`;
+		if (!plan.notes.includes(note)) plan.notes.push(note);
+		return;
+	}
 	switch (side) {
 		case "storage-replace":
+			plan.keeperSteps.push({
+				action: { op: side, ref, certificate, bundle, ...(files ? { files } : {}) },
+				why,
+			});
+			return;
 		case "storage-create":
 			plan.keeperSteps.push({ action: { op: side, ref, certificate, bundle }, why });
 			return;

@@ -200,6 +200,10 @@ const REFUSAL_HINT: Record<RefusalCode, string> = {
 		"check the new certificate's names; set allow_name_removal: true on the target to push it anyway",
 	UPDATE_WOULD_DOWNGRADE:
 		"a certificate that expires later is live on this ref (another member or an operator pushed it): a member whose store lags catches up by itself; if the live one is wrong, replace it by hand (docs/cluster.md, Never downgrade)",
+	MANAGED_BY_HAPROXY_ACME:
+		"one ACME client per certificate: drop it from certificatee's configuration, or the acme keyword from HAProxy's load line (docs/layouts.md)",
+	PLACEMENT_UNKNOWN:
+		"tell certificatee where HAProxy loads it from (crt_stores.<store>.crt_base / key_base; docs/haproxy-runtime-target.md)",
 };
 
 const BLOCKED_RENEWALS: ReadonlySet<RenewalState> = new Set(["failing", "backing-off", "capped"]);

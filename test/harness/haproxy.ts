@@ -14,7 +14,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createTestCa, issueTestLeaf } from "./certs.js";
 import { freePorts } from "./ports.js";
@@ -51,6 +51,22 @@ export interface HaproxyOptions {
 	tcpStatsSocket?: boolean;
 	/** Extra configuration appended verbatim (more frontends, binds); `{dir}` is replaced by the temp dir. */
 	extraConfig?: string;
+	/**
+	 * HAProxy 3.x layouts. `sections`: configuration placed before the frontend (crt-store, acme sections);
+	 * `globalLines`: more lines in `global`; `frontendLines`: more lines in the TLS frontend (`ssl-f-use ...`);
+	 * `bindExtra`: more arguments on its bind line (`crt "@web/site-a"`). `{dir}` is replaced by the temp dir.
+	 */
+	sections?: string;
+	globalLines?: string[];
+	frontendLines?: string[];
+	bindExtra?: string;
+	/** Leave `crt <crtDir>` / `crt-list <crtList>` off the bind line (a crt-store or ssl-f-use only layout). */
+	bindCrtDir?: boolean;
+	bindCrtList?: boolean;
+	/** The HAProxy binary (default HAPROXY_BIN): a version of the matrix, see haproxy-builds.ts. */
+	bin?: string;
+	/** More files at start: path relative to the temp dir (directories made) -> content, mode 0600. */
+	files?: Record<string, string>;
 }
 
 export interface HaproxyWorker {
@@ -61,6 +77,8 @@ export interface HaproxyWorker {
 export interface Haproxy {
 	/** Temp directory holding config, sockets and certificates. */
 	readonly dir: string;
+	/** The binary running it (`haproxy -c` of the invariant uses the same). */
+	readonly bin: string;
 	/** `<dir>/haproxy.cfg`, every path in it absolute. */
 	readonly configPath: string;
 	readonly crtDir: string;
@@ -150,15 +168,19 @@ function config(o: {
 	statsTimeout: string;
 	extraConfig?: string;
 	adminTcpPort?: number;
+	layout: HaproxyOptions;
 }): string {
+	const at = (text: string) => text.replaceAll("{dir}", o.dir);
 	const crts = [
 		`crt ${o.defaultPath}`,
-		`crt ${o.crtDir}`,
-		`crt-list ${o.crtListPath}`,
+		...(o.layout.bindCrtDir === false ? [] : [`crt ${o.crtDir}`]),
+		...(o.layout.bindCrtList === false ? [] : [`crt-list ${o.crtListPath}`]),
 		...o.pinned.map((p) => `crt ${p}`),
+		...(o.layout.bindExtra ? [at(o.layout.bindExtra)] : []),
 	];
 	return [
 		"global",
+		...(o.layout.globalLines ?? []).map((l) => `    ${at(l)}`),
 		`    stats socket unix@${join(o.dir, "admin.sock")} mode 600 level admin expose-fd listeners`,
 		...(o.adminTcpPort ? [`    stats socket ipv4@127.0.0.1:${o.adminTcpPort} level admin`] : []),
 		`    stats timeout ${o.statsTimeout}`,
@@ -172,8 +194,11 @@ function config(o: {
 		"    timeout client 30s",
 		"    timeout server 30s",
 		"",
+		at(o.layout.sections ?? ""),
+		"",
 		"frontend fe_tls",
 		`    bind 127.0.0.1:${o.port} ssl ${crts.join(" ")}`,
+		...(o.layout.frontendLines ?? []).map((l) => `    ${at(l)}`),
 		'    http-request return status 200 content-type text/plain string "ok\\n"',
 		"",
 		(o.extraConfig ?? "").replaceAll("{dir}", o.dir),
@@ -198,6 +223,10 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 	}
 	await writeSecret(defaultPath, defaultPem);
 	for (const [file, pem] of Object.entries(options.crtDir ?? {})) await writeSecret(join(crtDir, file), pem);
+	for (const [file, content] of Object.entries(options.files ?? {})) {
+		await mkdir(dirname(join(dir, file)), { recursive: true });
+		await writeSecret(join(dir, file), content);
+	}
 	const listLines: string[] = [];
 	for (const line of options.crtList ?? []) {
 		const path = join(listDir, line.file);
@@ -238,15 +267,21 @@ export async function startHaproxy(options: HaproxyOptions = {}): Promise<Haprox
 				statsTimeout: options.statsTimeout ?? "10s",
 				extraConfig: options.extraConfig,
 				adminTcpPort,
+				layout: options,
 			}),
 		);
-		const child = spawn(HAPROXY_BIN, ["-W", "-S", `${masterSocket},mode,600`, "-f", configPath], {
-			cwd: dir,
-			stdio: ["ignore", "pipe", "pipe"],
-		});
+		const child = spawn(
+			options.bin ?? HAPROXY_BIN,
+			["-W", "-S", `${masterSocket},mode,600`, "-f", configPath],
+			{
+				cwd: dir,
+				stdio: ["ignore", "pipe", "pipe"],
+			},
+		);
 		try {
 			const instance = await ready({
 				child,
+				bin: options.bin ?? HAPROXY_BIN,
 				dir,
 				port,
 				crtDir,
@@ -304,6 +339,7 @@ function tcpReady(port: number): Promise<void> {
 
 async function ready(p: {
 	child: ChildProcess;
+	bin: string;
 	dir: string;
 	port: number;
 	crtDir: string;
@@ -345,6 +381,7 @@ async function ready(p: {
 	let stopped = false;
 	const instance: Haproxy = {
 		dir: p.dir,
+		bin: p.bin,
 		configPath: join(p.dir, "haproxy.cfg"),
 		crtDir: p.crtDir,
 		crtListPath: p.crtListPath,

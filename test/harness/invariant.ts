@@ -25,7 +25,7 @@ import { promisify } from "node:util";
 import { normaliseSerial } from "../../src/certificates/index.js";
 import { probeServed } from "../../src/probe/index.js";
 import { RuntimeClient } from "../../src/targets/haproxy-runtime/socket.js";
-import { HAPROXY_BIN, type Haproxy } from "./haproxy.js";
+import type { Haproxy } from "./haproxy.js";
 
 const run = promisify(execFile);
 
@@ -40,7 +40,7 @@ export interface ReloadSafeOptions {
 export async function assertConfigValid(h: Haproxy): Promise<void> {
 	try {
 		// Not `-q`: with it HAProxy 2.6 prints nothing at all when the check fails.
-		await run(HAPROXY_BIN, ["-c", "-f", h.configPath], { cwd: h.dir });
+		await run(h.bin, ["-c", "-f", h.configPath], { cwd: h.dir });
 	} catch (e) {
 		const err = e as { stdout?: string; stderr?: string; message: string };
 		const output = `${err.stdout ?? ""}${err.stderr ?? ""}`;

@@ -4,7 +4,7 @@
  */
 
 import { readFile } from "node:fs/promises";
-import { isAbsolute } from "node:path";
+import { basename, dirname, isAbsolute, join } from "node:path";
 import { type Bundle, checkBundle, combinedPem, commonName } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 import { leafMeta, metaOf } from "../../reconcile/leaf-meta.js";
@@ -15,6 +15,7 @@ import { checkNameRemoval } from "../haproxy/guard.js";
 import { endpointError, type RuntimeContext } from "./context.js";
 import { editCrtListFile } from "./crt-list-files.js";
 import { servedNames } from "./observe.js";
+import { writePlaced } from "./pair.js";
 import type { CertDetail } from "./parse.js";
 import { chainNames, refPath, removeFile, writeAtomic, writeAtomicMany } from "./storage.js";
 import { addCertificate, updateCertificate, updateCertificates } from "./transaction.js";
@@ -88,6 +89,11 @@ function noteTouched(ctx: RuntimeContext, action: HaproxyAction): void {
 		case "storage-replace":
 		case "storage-delete":
 			ctx.touched.files.add(action.ref);
+			// A placed write changes files of crt_dir by their own names (a crt-store's a.crt).
+			for (const f of action.op === "storage-replace" ? (action.files?.files ?? []) : []) {
+				if (dirname(f.path) === ctx.config.crt_dir.replace(/\/+$/, ""))
+					ctx.touched.files.add(basename(f.path));
+			}
 			return;
 		case "runtime-set":
 		case "runtime-reinsert":
@@ -112,8 +118,20 @@ function failed(ctx: RuntimeContext, action: HaproxyAction, e: unknown): ActionR
 
 async function writeStorageBatch(
 	ctx: RuntimeContext,
-	actions: ReadonlyArray<ActionOf<"storage-create" | "storage-replace">>,
+	all: ReadonlyArray<ActionOf<"storage-create" | "storage-replace">>,
 ): Promise<ActionResult[]> {
+	const placed = all.filter((a) => !isPlain(ctx, a));
+	if (placed.length > 0) {
+		const plain = all.filter((a) => isPlain(ctx, a));
+		const results = new Map<HaproxyAction, ActionResult>();
+		for (const [i, r] of (await writeStorageBatch(ctx, plain)).entries())
+			results.set(plain[i] as HaproxyAction, r);
+		for (const a of placed) {
+			results.set(a, await writeStorage(ctx, a).catch((e: unknown) => failed(ctx, a, e)));
+		}
+		return all.map((a) => results.get(a) as ActionResult);
+	}
+	const actions = all;
 	const errors = await writeAtomicMany(
 		ctx.config.crt_dir,
 		actions.map((a) => ({
@@ -191,8 +209,26 @@ async function writeStorage(
 	ctx: RuntimeContext,
 	action: ActionOf<"storage-create" | "storage-replace">,
 ): Promise<ActionResult> {
+	if (action.op === "storage-replace" && action.files !== undefined && !isPlain(ctx, action)) {
+		await writePlaced(action.files, action.bundle, ctx.config.crt_dir);
+		return { action, ok: true };
+	}
 	await writeAtomic(ctx.config.crt_dir, action.ref, combinedPem(action.bundle));
 	return { action, ok: true };
+}
+
+/** A placed write that is one combined PEM named `ref` in crt_dir and nothing else: the batched path takes it. */
+function isPlain(ctx: RuntimeContext, action: ActionOf<"storage-create" | "storage-replace">): boolean {
+	const files = action.op === "storage-replace" ? action.files : undefined;
+	if (files === undefined) return true;
+	const [only, ...rest] = files.files;
+	return (
+		rest.length === 0 &&
+		only?.part === "combined" &&
+		only.path === join(ctx.config.crt_dir.replace(/\/+$/, ""), action.ref) &&
+		files.removeFirst.length === 0 &&
+		files.removeAfter.length === 0
+	);
 }
 
 /** Refused while a crt-list file still names the file: HAProxy's next reload would fail on it. */

@@ -5,6 +5,7 @@
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import type { ObservedCrtList } from "../../reconcile/model.js";
 import type { CertDetail, CrtListEntry } from "./parse.js";
+import type { PlacementCache } from "./placement.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import type { RuntimeClient, WorkerIdentity } from "./socket.js";
 import type { CrtDirCache } from "./storage.js";
@@ -21,6 +22,8 @@ export interface RuntimeContext {
 	readOnly: boolean;
 	/** Parsed crt_dir files, reused while unchanged. */
 	fileCache: CrtDirCache;
+	/** Placed files outside crt_dir and key checks, reused while unchanged. */
+	placementCache: PlacementCache;
 	/** The crt-list files of the last observation: the files a storage delete must not leave naming a removed file. */
 	crtListFiles: ObservedCrtList[];
 	/** What the last observation read from HAProxy, for the next one to reuse where nothing can have changed. */
@@ -39,6 +42,8 @@ export interface ObservationMemory {
 	/** `show ssl cert <name>` of every store observed (undefined: gone between listing and detail). */
 	details: ReadonlyMap<string, CertDetail | undefined>;
 	members: ReadonlyArray<{ list: string; entries: CrtListEntry[] }>;
+	/** `acme status`: certificate name -> acme section. */
+	acme: ReadonlyMap<string, string>;
 	/** Observations since the last full one. */
 	sinceFull: number;
 }

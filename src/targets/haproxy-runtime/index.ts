@@ -56,6 +56,7 @@ export function createRuntimeEndpoint(
 		now: () => deps.now?.() ?? new Date(),
 		readOnly: deps.readOnly === true,
 		fileCache: new Map(),
+		placementCache: new Map(),
 		crtListFiles: [],
 		touched: untouched(),
 	};

@@ -9,9 +9,11 @@ import { keyTypeOf } from "../../certificates/index.js";
 import type { EndpointObservation, ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
 import { endpointError, type RuntimeContext, untouched } from "./context.js";
 import { describeCrtList } from "./crt-list-files.js";
+import { finishPairWrites } from "./pair.js";
 import type { CertDetail, CertList, CrtListEntry } from "./parse.js";
+import { placeRefs } from "./placement.js";
 import type { WorkerIdentity } from "./session.js";
-import { readCrtDir, removeLeftovers } from "./storage.js";
+import { type CrtDirLayout, readCrtDir, removeLeftovers } from "./storage.js";
 
 /** What HAProxy and crt_dir hold, as read. */
 interface Held {
@@ -23,6 +25,10 @@ interface Held {
 	/** Store names loaded from elsewhere (a crt line, a crt-list naming other paths). */
 	outside: Array<[string, CertDetail | undefined]>;
 	members: Array<{ list: string; entries: CrtListEntry[] }>;
+	/** crt_dir's names and keyless files. */
+	layout: CrtDirLayout;
+	/** `acme status` (3.2+): certificate name -> acme section. */
+	acme: ReadonlyMap<string, string>;
 	/** Every detail and list member read now ("full"), or only what can have changed ("incremental"). */
 	observation: string;
 }
@@ -30,25 +36,45 @@ interface Held {
 export async function observeRuntime(ctx: RuntimeContext, signal: AbortSignal): Promise<EndpointObservation> {
 	try {
 		signal.throwIfAborted();
+		// A pair write a killed writer left half done is finished before anything is read (pair.ts).
+		const pairs = await finishPairWrites(ctx.config.crt_dir, { dryRun: ctx.readOnly });
 		const leftovers = (dir: string) => removeLeftovers(dir, ctx.now(), { dryRun: ctx.readOnly });
 		const removed = await leftovers(ctx.config.crt_dir);
 		const held = await readHeld(ctx);
 		signal.throwIfAborted();
 		const refs = collectRefs(held, `${ctx.dirName}/`, ctx.runtimeName, ctx.config.crt_dir);
+		await placeRefs(refs, {
+			config: ctx.config,
+			dirName: ctx.dirName,
+			details: new Map([...held.inDir, ...held.outside]),
+			layout: held.layout,
+			acme: held.acme,
+			cache: ctx.placementCache,
+		});
 		const names = [...refs.values()]
 			.filter((r) => r.external === undefined)
-			.map((r) => ctx.runtimeName(r.ref));
+			.map((r) => r.runtimeName ?? ctx.runtimeName(r.ref));
 		const crtLists = await Promise.all(
 			held.members.map(({ list, entries }) => describeCrtList(list, entries, names, [ctx.dirName])),
 		);
 		ctx.crtListFiles = crtLists.filter((l) => l.kind === "file");
-		for (const dir of editableListDirs(ctx.crtListFiles)) removed.push(...(await leftovers(dir)));
+		for (const dir of [
+			...editableListDirs(ctx.crtListFiles),
+			...placedDirs(refs.values(), ctx.config.crt_dir),
+		]) {
+			removed.push(...(await leftovers(dir)));
+		}
 		return {
 			endpoint: ctx.config.name,
 			ok: true,
 			refs: [...refs.values()].sort((x, y) => x.ref.localeCompare(y.ref)),
 			observedAt: ctx.now(),
-			info: observationInfo(held, removed, ctx.readOnly),
+			info: {
+				...observationInfo(held, removed, ctx.readOnly),
+				...(pairs.length > 0
+					? { [ctx.readOnly ? "half_done_pairs" : "finished_pairs"]: pairs.join(", ") }
+					: {}),
+			},
 			crtLists,
 		};
 	} catch (e) {
@@ -66,8 +92,9 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 	const { client } = ctx;
 	const worker = await client.checkWorker();
 	const changedFiles = new Set<string>();
+	const layout: CrtDirLayout = { names: new Set(), keyless: new Set() };
 	const [files, list, lists] = await Promise.all([
-		readCrtDir(ctx.config.crt_dir, ctx.fileCache, changedFiles),
+		readCrtDir(ctx.config.crt_dir, ctx.fileCache, changedFiles, layout),
 		client.showCerts(),
 		client.showCrtLists(),
 	]);
@@ -85,12 +112,13 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 		full === undefined && memory?.details.has(n) && !touched.names.has(n)
 			? memory.details.get(n)
 			: client.showCert(n);
-	const [details, outsideDetails, members] = await Promise.all([
+	const [details, outsideDetails, members, acme] = await Promise.all([
 		Promise.all(inDir.map(detailOf)),
 		Promise.all(outside.map(detailOf)),
 		full === undefined && memory
 			? memory.members.map((m) => ({ list: m.list, entries: [...m.entries] }))
 			: Promise.all(lists.map(async (l) => ({ list: l, entries: (await client.showCrtList(l)) ?? [] }))),
+		full === undefined && memory ? memory.acme : client.acmeStatus(),
 	]);
 	const held: Held = {
 		worker,
@@ -99,6 +127,8 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 		inDir: inDir.map((n, i) => [n, details[i]]),
 		outside: outside.map((n, i) => [n, outsideDetails[i]]),
 		members,
+		layout,
+		acme,
 		observation: full === undefined ? "incremental" : `full (${full})`,
 	};
 	ctx.memory = {
@@ -107,6 +137,7 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 		lists,
 		details: new Map([...held.inDir, ...held.outside]),
 		members,
+		acme,
 		sinceFull: full === undefined ? (memory?.sinceFull ?? 0) + 1 : 0,
 	};
 	return held;
@@ -188,6 +219,18 @@ export function collectRefs(
 		}
 	}
 	return refs;
+}
+
+/** The directories of placed files outside crt_dir: a killed pair write leaves its temp files there. */
+function placedDirs(refs: Iterable<ObservedRef>, crtDir: string): Set<string> {
+	const dirs = new Set<string>();
+	for (const r of refs) {
+		const p = r.placement;
+		if (r.external !== undefined || p === undefined) continue;
+		for (const f of [p.certFile, p.key?.file]) if (f !== undefined) dirs.add(dirname(f));
+	}
+	dirs.delete(crtDir.replace(/\/+$/, ""));
+	return dirs;
 }
 
 /** The directories of the crt-list files certificatee edits: a killed edit leaves its temp file there. */

@@ -164,6 +164,21 @@ export function parseCrtList(text: string): CrtListEntry[] {
 	return entries;
 }
 
+/**
+ * `acme status` (3.2+): certificate name -> the acme section managing it. Undefined when HAProxy does not know
+ * the command (before 3.2, or without ACME).
+ */
+export function parseAcmeStatus(text: string): Map<string, string> | undefined {
+	const [header, ...rows] = lines(text);
+	if (!header?.startsWith("# certificate")) return undefined;
+	const managed = new Map<string, string>();
+	for (const row of rows) {
+		const [name, section] = row.split("\t");
+		if (name && section) managed.set(name, section);
+	}
+	return managed;
+}
+
 /** `show info`: `Key: value` lines into a record. */
 export function parseInfo(text: string): Record<string, string> {
 	const info: Record<string, string> = {};

@@ -21,6 +21,21 @@ export const runtimeTargetSchema = z
 		crt_dir_name: z.string().min(1).optional(),
 		/** crt-list new certificates are added to; default: the crt directory itself (when bound with `crt <dir>`). */
 		crt_list: z.string().optional(),
+		/**
+		 * SSL options and SNI filters of the line a new certificate gets in crt_list, as a crt-list line spells
+		 * them after the file name: `[alpn h2,http/1.1 ocsp-update on] !*.internal.example`.
+		 */
+		crt_list_options: z.string().min(1).optional(),
+		/**
+		 * HAProxy 3.x crt-store sections, by name: the `crt-base` / `key-base` their `load` lines are relative
+		 * to (the runtime API prints a load's files relative to them, and not the bases themselves).
+		 */
+		crt_stores: z
+			.record(
+				z.string().min(1),
+				z.strictObject({ crt_base: z.string().min(1).optional(), key_base: z.string().min(1).optional() }),
+			)
+			.optional(),
 		/** host:port of a TLS bind serving these certificates, for the served-certificate probe. */
 		probe: probeAddressSchema.optional(),
 		/** host:port where this HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */

@@ -35,6 +35,7 @@ import {
 	expect,
 	firstLine,
 	normalisePem,
+	parseAcmeStatus,
 	parseCertDetail,
 	parseCertList,
 	parseCrtList,
@@ -228,6 +229,11 @@ export class RuntimeClient {
 		const target = line === undefined ? certPath : `${certPath}:${line}`;
 		const command = `del ssl crt-list ${list} ${target}`;
 		await this.#ssl({ command, subject: certPath, check: (t) => expect.delCrtList(certPath, t) });
+	}
+
+	/** `acme status` (3.2+): certificate name -> acme section; an empty map when HAProxy has no such command. */
+	async acmeStatus(): Promise<Map<string, string>> {
+		return parseAcmeStatus(await this.run("acme status", { read: true })) ?? new Map();
 	}
 
 	/** `show ssl crt-list`: crt-list files and crt directories (named without trailing slash). */

@@ -16,8 +16,19 @@ import type { RefMeta } from "../../reconcile/model.js";
 // HAProxy's `crt <dir>` skips these companions; so do we.
 const COMPANION = /\.(key|ocsp|issuer|sctl)$/;
 
-/** Parsed files by ref, reused while a file's inode, size and times are unchanged. */
-export type CrtDirCache = Map<string, { stamp: string; meta: RefMeta }>;
+/** Parsed files by ref, reused while a file's inode, size and times are unchanged; keyInside: the PEM holds a key. */
+export type CrtDirCache = Map<string, { stamp: string; meta: RefMeta; keyInside?: boolean }>;
+
+/** What a crt_dir listing says of its layout: every name in it, and the certificate files that hold no key. */
+export interface CrtDirLayout {
+	names: Set<string>;
+	keyless: Set<string>;
+}
+
+/** Does a PEM hold a private key block? */
+export function holdsKey(pem: string): boolean {
+	return /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem);
+}
 
 /**
  * Every certificate file in crt_dir (file name = ref) with what its leaf says; unreadable files have an
@@ -28,25 +39,32 @@ export async function readCrtDir(
 	dir: string,
 	cache: CrtDirCache = new Map(),
 	changed?: Set<string>,
+	layout?: CrtDirLayout,
 ): Promise<Map<string, RefMeta>> {
 	const entries = await readdir(dir, { withFileTypes: true });
 	const refs = new Map<string, RefMeta>();
 	const toRead: Array<{ ref: string; stamp: string }> = [];
 	for (const e of entries) {
+		layout?.names.add(e.name);
 		if (!e.isFile() || e.name.startsWith(".") || COMPANION.test(e.name)) continue;
 		// Synchronous: thousands of stats take a few milliseconds this way, and far longer as promises.
 		const s = statSync(join(dir, e.name), { throwIfNoEntry: false });
 		if (s === undefined) continue; // removed since the listing
 		const stamp = stampOf(s);
 		const cached = cache.get(e.name);
-		if (cached?.stamp === stamp) refs.set(e.name, cached.meta);
-		else toRead.push({ ref: e.name, stamp });
+		if (cached?.stamp === stamp) {
+			refs.set(e.name, cached.meta);
+			if (cached.keyInside === false) layout?.keyless.add(e.name);
+		} else toRead.push({ ref: e.name, stamp });
 	}
 	await Promise.all(
 		toRead.map(async ({ ref, stamp }) => {
-			const meta = leafMeta(await readFile(join(dir, ref), "utf8"));
-			cache.set(ref, { stamp, meta });
+			const pem = await readFile(join(dir, ref), "utf8");
+			const meta = leafMeta(pem);
+			const keyInside = holdsKey(pem);
+			cache.set(ref, { stamp, meta, keyInside });
 			refs.set(ref, meta);
+			if (!keyInside) layout?.keyless.add(ref);
 			changed?.add(ref);
 		}),
 	);
@@ -143,10 +161,10 @@ export async function writeAtomicMany(
  * certificatee's temp files: `.<name>.certificatee-<12 hex>.tmp`, beside the file they replace. A kill
  * between write and rename leaves one behind (a certificate and its key, for crt_dir).
  */
-const TEMP_FILE = /^\..+\.certificatee-[0-9a-f]{12}\.tmp$/;
+const TEMP_FILE = /^\..+\.certificatee-(?:pair-)?[0-9a-f]{12}\.tmp$/;
 
 /** Temp files this process is writing right now (absolute paths): never taken for leftovers. */
-const writing = new Set<string>();
+export const writing = new Set<string>();
 
 /**
  * Replaces `path` atomically: a temp file in the same directory (mode `mode`, and `owner` when given), fsync,
@@ -163,7 +181,7 @@ export async function replaceFile(
 }
 
 /** replaceFile() without the fsync of the directory (the caller fsyncs it, once for several files); the new inode. */
-async function replaceFileUnsynced(
+export async function replaceFileUnsynced(
 	path: string,
 	content: string,
 	mode: number,
@@ -244,7 +262,7 @@ export async function removeFile(dir: string, ref: string): Promise<boolean> {
 	return true;
 }
 
-async function syncDir(dir: string): Promise<void> {
+export async function syncDir(dir: string): Promise<void> {
 	const handle = await open(dir, "r");
 	try {
 		await handle.sync();

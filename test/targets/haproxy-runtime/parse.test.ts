@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
 	expect as answers,
 	normalisePem,
+	parseAcmeStatus,
 	parseCertDetail,
 	parseCertList,
 	parseCrtList,
@@ -29,6 +30,7 @@ describe("targets/haproxy-runtime/parse", () => {
 			"Chain Subject: /CN=Test Intermediate CA\nChain Issuer: /CN=Test Root CA\nOCSP Response Key: \n\n";
 		expect(parseCertDetail(text)).toEqual({
 			filename: "certs/a.pem",
+			// 3.2+: the files it was loaded from, as the configuration spells them (placement.ts).
 			crtFilename: "certs/a.pem",
 			keyFilename: "certs/a.pem",
 			status: "Uncommitted",
@@ -138,5 +140,31 @@ describe("targets/haproxy-runtime/parse refusalCode", () => {
 		["set ssl cert", "certificate 'certs/a.pem' in use\n\n", "RUNTIME_COMMAND_FAILED"],
 	])("%s answered %j: %s", (operation, text, code) => {
 		expect(refusalCode(operation, text)).toBe(code);
+	});
+});
+
+describe("HAProxy 3.x layouts, verbatim answers of 3.4.0", () => {
+	it("HAProxy 3.4.0: a crt-store load prints its files relative to the store's crt-base/key-base", () => {
+		const text =
+			"Filename: @web/site-a\nCrt filename: a.crt\nKey filename: a.key\nOption: ocsp-update off\nOption: jwt off\n" +
+			"Status: Used\nSerial: 72C7B9E6196194765FEE4BBD0FBDA12C2647B8EE\nSubject Alternative Name: DNS:a.lay.test\n\n";
+		const d = parseCertDetail(text);
+		expect([d.filename, d.crtFilename, d.keyFilename, d.status]).toEqual([
+			"@web/site-a",
+			"a.crt",
+			"a.key",
+			"Used",
+		]);
+	});
+
+	it("HAProxy 3.4.0 and 3.2.0: `acme status` names each managed certificate and its acme section; 2.6 knows no such command", () => {
+		const text =
+			"# certificate\tsection\tstate\texpiration date (UTC)\texpires in\tscheduled date (UTC)\tscheduled in\n" +
+			"@acm/d.pem\tLE\tScheduled\t2027-01-02T11:47:56Z\t29d 23h59m59s\t2026-12-30T23:47:56Z\t27d 11h59m59s\n\n";
+		expect(parseAcmeStatus(text)).toEqual(new Map([["@acm/d.pem", "LE"]]));
+		const unknown =
+			"Unknown command, but maybe one of the following ones is a better match:\n" +
+			"  get acl <acl> <value>                   : report the patterns matching a sample for an ACL\n\n";
+		expect(parseAcmeStatus(unknown)).toBeUndefined();
 	});
 });

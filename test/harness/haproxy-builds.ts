@@ -1,0 +1,53 @@
+/**
+ * The HAProxy versions of the matrix a layout test runs on: the builds in `../shared/haproxy/<version>/haproxy`
+ * (see its README) that exist on this machine, plus HAPROXY_BIN when it is one of the asked-for versions.
+ * `HAPROXY_BUILDS` names another directory of builds.
+ *
+ *   for (const b of haproxyBuilds(["3.2", "3.4"])) describe(`HAProxy ${b.version}`, () => { ... b.bin ... });
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { HAPROXY_BIN } from "./haproxy.js";
+
+export interface HaproxyBuild {
+	/** "3.4.0", as `haproxy -v` says. */
+	version: string;
+	bin: string;
+}
+
+const SHARED_VERSIONS = ["2.8.0", "3.0.0", "3.2.0", "3.4.0"];
+
+function buildsDir(): string | undefined {
+	const candidates = [
+		process.env.HAPROXY_BUILDS,
+		resolve("../shared/haproxy"),
+		resolve("../../shared/haproxy"),
+		"/work/shared/haproxy",
+	];
+	return candidates.find((d): d is string => d !== undefined && existsSync(d));
+}
+
+/** `haproxy -v` of a binary: "2.6.12", or undefined when it does not run. */
+export function versionOf(bin: string): string | undefined {
+	try {
+		const out = execFileSync(bin, ["-v"], { encoding: "utf8", timeout: 10_000 });
+		return /version (\d+\.\d+\.\d+)/.exec(out)?.[1];
+	} catch {
+		return undefined;
+	}
+}
+
+/** The builds of these lines ("3.2", "3.4") available here, oldest first; HAPROXY_BIN counts when it is one. */
+export function haproxyBuilds(lines: readonly string[]): HaproxyBuild[] {
+	const wanted = (v: string) => lines.some((l) => v === l || v.startsWith(`${l}.`));
+	const found = new Map<string, HaproxyBuild>();
+	const dir = buildsDir();
+	for (const version of SHARED_VERSIONS) {
+		const bin = dir === undefined ? undefined : join(dir, version, "haproxy");
+		if (bin !== undefined && wanted(version) && existsSync(bin)) found.set(version, { version, bin });
+	}
+	const own = versionOf(HAPROXY_BIN);
+	if (own !== undefined && wanted(own) && !found.has(own)) found.set(own, { version: own, bin: HAPROXY_BIN });
+	return [...found.values()].sort((a, b) => a.version.localeCompare(b.version, "en", { numeric: true }));
+}
