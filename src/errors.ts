@@ -59,6 +59,8 @@ export const ERROR_CODES = [
 	"ATOMICDIR_SWAP_FAILED",
 	"ATOMICDIR_CLEANUP_FAILED",
 	"ATOMICDIR_LOCKED",
+	/** Another account can write the directory certificatee would create names in (issue 25, finding 1). */
+	"ATOMICDIR_UNSAFE_PARENT",
 	"STATE_LOCKED",
 	"STATE_CONFLICT",
 	"STATE_CORRUPT",

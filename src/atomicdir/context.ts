@@ -1,16 +1,21 @@
 /** What one sync knows while it holds the lock, passed to either layout. */
 import type { Stats } from "node:fs";
 import { CertificateeError, describeError } from "../errors.js";
-import { lstatOrUndefined } from "./compare.js";
-import type { NativeBinding } from "./renameat2.js";
+import { lstatAt } from "./dirfd.js";
+import type { AtCalls, NativeBinding } from "./renameat2.js";
 import type { DesiredFiles, Owner, SyncOptions, SyncStep } from "./types.js";
 
 export interface SyncContext {
 	target: string;
 	parent: string;
+	/** The parent, held open for the whole sync: every name below is looked up in it. */
+	parentFd: number;
+	/** The target's name in its parent. */
+	name: string;
 	stagingPrefix: string;
 	files: DesiredFiles;
 	binding: NativeBinding;
+	at: AtCalls;
 	dirMode: number | undefined;
 	owner: Owner | undefined;
 	durable: boolean;
@@ -20,7 +25,7 @@ export interface SyncContext {
 
 export function contextFrom(
 	target: string,
-	parent: string,
+	parent: { path: string; fd: number; name: string },
 	stagingPrefix: string,
 	files: DesiredFiles,
 	binding: NativeBinding,
@@ -28,10 +33,13 @@ export function contextFrom(
 ): SyncContext {
 	return {
 		target,
-		parent,
+		parent: parent.path,
+		parentFd: parent.fd,
+		name: parent.name,
 		stagingPrefix,
 		files,
 		binding,
+		at: binding.at,
 		dirMode: options.dirMode,
 		owner: options.owner,
 		durable: options.durable ?? true,
@@ -40,7 +48,10 @@ export function contextFrom(
 	};
 }
 
-/** The directory owner to re-apply: the configured one, else (as root) the current target's. */
+/**
+ * The directory owner to re-apply: the configured one, else (as root) the current target's. Only a parent
+ * no other account can write (or one the operator allowed) gets here, so that target was not planted.
+ */
 export function directoryOwner(ctx: SyncContext, current: { uid: number; gid: number } | undefined) {
 	if (ctx.owner !== undefined) return ctx.owner;
 	if (current !== undefined && process.getuid?.() === 0) return { uid: current.uid, gid: current.gid };
@@ -82,7 +93,7 @@ export function leftoverNote(leftovers: CertificateeError[]): string {
 
 /** The target's current stat: undefined when absent; anything but a directory is refused. */
 export function currentTarget(ctx: SyncContext): Stats | undefined {
-	const current = lstatOrUndefined(ctx.target);
+	const current = lstatAt(ctx.at, ctx.parentFd, ctx.name);
 	if (current !== undefined && !current.isDirectory()) {
 		throw new CertificateeError("ATOMICDIR_SWAP_FAILED", `${ctx.target} exists and is not a directory`, {
 			context: { target: ctx.target },

@@ -3,19 +3,20 @@
  * with the target in one renameat2(RENAME_EXCHANGE), fsync the parent, remove the old version.
  */
 import type { Stats } from "node:fs";
-import { renameSync, statSync } from "node:fs";
+import { fstatSync } from "node:fs";
 import { join } from "node:path";
 import { CertificateeError, describeError } from "../errors.js";
-import { diffDirectory } from "./compare.js";
+import { diffDirectoryAt } from "./compare.js";
 import { currentTarget, directoryOwner, leftoverNote, type SyncContext, writeFailed } from "./context.js";
-import { makeDirectory, removeOrReport, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
+import { lstatAt, makeDirectoryAt, setModeAndOwner, syncFd, withFdAsync, writeNewFileAt } from "./dirfd.js";
+import { removeOrReport } from "./fsutil.js";
 import { randomTag } from "./names.js";
 import { SyscallError, UNSUPPORTED_ERRNO } from "./renameat2.js";
 import type { SyncResult } from "./types.js";
 
 export async function syncByExchange(ctx: SyncContext): Promise<SyncResult> {
 	const current = currentTarget(ctx);
-	const diff = await diffDirectory(ctx.target, ctx.files, {
+	const diff = diffDirectoryAt(ctx.at, ctx.parentFd, ctx.name, ctx.files, {
 		swap: "exchange",
 		dirMode: ctx.dirMode,
 		owner: ctx.owner,
@@ -24,50 +25,80 @@ export async function syncByExchange(ctx: SyncContext): Promise<SyncResult> {
 	if (diff.differences.length === 0) return { ...base, status: "unchanged", differences: [], problems: [] };
 	if (current !== undefined) refuseMountPoint(ctx, current);
 
-	const staging = join(ctx.parent, `${ctx.stagingPrefix}${randomTag()}`);
-	await writeStaging(ctx, staging, current);
+	const staging = `${ctx.stagingPrefix}${randomTag()}`;
+	const parent = { fd: ctx.parentFd, path: ctx.parent };
+	const made = await writeStaging(ctx, staging, current);
 	try {
-		if (current === undefined) renameSync(staging, ctx.target);
-		else ctx.binding.exchange(staging, ctx.target);
+		// Names in the open parent: a symlink swapped in at either name is exchanged itself, never followed.
+		if (current === undefined) ctx.at.rename(ctx.parentFd, staging, ctx.parentFd, ctx.name);
+		else ctx.binding.exchange(ctx.parentFd, staging, ctx.name);
 	} catch (e) {
-		throw swapError(ctx, e, removeOrReport(staging, ctx.target));
+		throw swapError(ctx, e, removeOrReport(ctx.at, parent, staging, ctx.target));
 	}
 	ctx.step("swapped");
+	if (current !== undefined)
+		checkPublished(ctx, made, () => removeOrReport(ctx.at, parent, staging, ctx.target));
+	else checkPublished(ctx, made, () => []);
 	const problems: CertificateeError[] = [];
-	await syncDirectoryEntry(ctx.parent, ctx.durable).catch((e: unknown) =>
-		problems.push(parentSyncError(ctx, e)),
-	);
+	await syncFd(ctx.parentFd, ctx.durable).catch((e: unknown) => problems.push(parentSyncError(ctx, e)));
 	ctx.step("parent-synced");
-	if (current !== undefined) problems.push(...removeOrReport(staging, ctx.target));
+	if (current !== undefined) problems.push(...removeOrReport(ctx.at, parent, staging, ctx.target));
 	ctx.step("cleaned");
 	return { ...base, status: "written", differences: diff.differences, problems };
 }
 
-/** A complete, fsync'd copy of the new version; on failure the staging dir is gone and the target untouched. */
-async function writeStaging(ctx: SyncContext, staging: string, current: Stats | undefined): Promise<void> {
+/**
+ * A complete, fsync'd copy of the new version, made and filled through its own descriptor; its mode and
+ * owner are set last. On failure the staging dir is gone and the target untouched.
+ */
+async function writeStaging(ctx: SyncContext, staging: string, current: Stats | undefined): Promise<Stats> {
 	try {
 		const mode = ctx.dirMode ?? (current === undefined ? 0o755 : current.mode & 0o7777);
-		makeDirectory(staging, mode, directoryOwner(ctx, current));
+		const fd = makeDirectoryAt(ctx.at, ctx.parentFd, staging, join(ctx.parent, staging));
+		const made = fstatSync(fd);
 		ctx.step("staging-created");
-		for (const [name, file] of Object.entries(ctx.files)) {
-			await writeNewFile(join(staging, name), file, ctx.owner, ctx.durable);
-			ctx.step("file-written");
-		}
-		await syncDirectoryEntry(staging, ctx.durable);
+		await withFdAsync(fd, async (dir) => {
+			for (const [name, file] of Object.entries(ctx.files)) {
+				await writeNewFileAt(ctx.at, dir, name, file, ctx.owner, ctx.durable);
+				ctx.step("file-written");
+			}
+			setModeAndOwner(dir, mode, directoryOwner(ctx, current));
+			await syncFd(dir, ctx.durable);
+		});
 		ctx.step("staging-synced");
+		return made;
 	} catch (e) {
 		throw writeFailed(
 			ctx,
 			`cannot write the new version of ${ctx.target}`,
 			e,
-			removeOrReport(staging, ctx.target),
+			removeOrReport(ctx.at, { fd: ctx.parentFd, path: ctx.parent }, staging, ctx.target),
 		);
 	}
 }
 
+/**
+ * What now sits at the target's name must be the directory certificatee made: in a parent another account
+ * may write (allow_writable_parent), that account can rename a symlink of its own into the staging name
+ * just before the exchange, which then publishes the link. Never reported as written.
+ */
+export function checkPublished(ctx: SyncContext, made: Stats, cleanup: () => CertificateeError[]): void {
+	const now = lstatAt(ctx.at, ctx.parentFd, ctx.name);
+	if (now !== undefined && now.ino === made.ino && now.dev === made.dev) return;
+	throw new CertificateeError(
+		"ATOMICDIR_UNSAFE_PARENT",
+		`${ctx.target} was replaced by another account while certificatee published it: what is there now is not what certificatee wrote${leftoverNote(cleanup())}`,
+		{
+			context: { target: ctx.target, file: ctx.parent },
+			hint: "someone else writes the target's parent; find out who, and make the parent root's or certificatee's only (docs/security.md)",
+			retryable: true,
+		},
+	);
+}
+
 /** A mount point can't be renamed over (EBUSY): say so before writing anything. */
 function refuseMountPoint(ctx: SyncContext, current: Stats): void {
-	const parent = statSync(ctx.parent);
+	const parent = fstatSync(ctx.parentFd);
 	if (parent.dev !== current.dev) throw unsupported(ctx, "EBUSY", "the target is a mount point");
 }
 

@@ -2,15 +2,16 @@
  * One file replaced atomically: temp file beside it, fsync, rename, fsync the directory. A reader that
  * opens the file once always gets one whole version (the strongest reader tier, used by haproxy-pem).
  */
-import { renameSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import type { Stats } from "node:fs";
+import { basename, dirname, resolve } from "node:path";
 import { CertificateeError, describeError } from "../errors.js";
 import { lstatOrUndefined, sameContent } from "./compare.js";
 import { leftoverNote } from "./context.js";
-import { removeOrReport, removeStale, syncDirectoryEntry, writeNewFile } from "./fsutil.js";
-import { lockFile } from "./lock.js";
-import { checkFileName, randomTag, siblingsOf } from "./names.js";
-import type { NativeBinding } from "./renameat2.js";
+import { lstatAt, readRegularAt, syncFd, withFdAsync, writeNewFileAt } from "./dirfd.js";
+import { openParent, removeOrReport, removeStale } from "./fsutil.js";
+import { lockFile, requireNative } from "./lock.js";
+import { checkFileName, lockName, randomTag, siblingsOf } from "./names.js";
+import type { AtCalls, NativeBinding } from "./renameat2.js";
 import type { DesiredFile, Owner, SyncStep } from "./types.js";
 
 export interface FileSyncOptions {
@@ -19,6 +20,8 @@ export interface FileSyncOptions {
 	lockTimeoutMs?: number;
 	onStep?: (step: SyncStep) => void;
 	binding?: NativeBinding;
+	/** As SyncOptions.allowWritableParent, for the directory holding the file. */
+	allowWritableParent?: boolean;
 }
 
 export interface FileSyncResult {
@@ -29,7 +32,10 @@ export interface FileSyncResult {
 	problems: CertificateeError[];
 }
 
-/** Idempotent like syncDirectory; locks the directory holding the file (lock file beside that directory). */
+/**
+ * Idempotent like syncDirectory; locks the directory holding the file (lock file beside that directory).
+ * Works in the directory held open: the temp file is created there (never through a symlink) and renamed.
+ */
 export async function writeFileAtomic(
 	path: string,
 	file: DesiredFile,
@@ -39,48 +45,80 @@ export async function writeFileAtomic(
 	const dir = dirname(full);
 	const name = basename(full);
 	checkFileName(name, dir);
-	const lock = await lockFile(siblingsOf(dir).lock, full, options.lockTimeoutMs ?? 10_000, options.binding);
-	try {
-		const prefix = `.${name}.atomicdir-tmp-`;
-		const problems = removeStale(dir, (n) => n.startsWith(prefix), full);
-		const differences = diffFile(full, file, options.owner);
-		if (differences.length === 0) return { path: full, status: "unchanged", differences, problems };
-		const tmp = join(dir, `${prefix}${randomTag()}`);
-		try {
-			await writeNewFile(tmp, file, options.owner, options.durable ?? true);
-			options.onStep?.("staging-synced");
-			renameSync(tmp, full);
-		} catch (e) {
-			const note = leftoverNote(removeOrReport(tmp, full));
-			throw new CertificateeError(
-				"ATOMICDIR_SWAP_FAILED",
-				`cannot replace ${full}: ${describeError(e)}; old content kept${note}`,
-				{
-					context: { file: full },
-					hint: "certificatee needs write access to the directory",
-					cause: e,
-				},
-			);
-		}
-		options.onStep?.("swapped");
-		await syncDirectoryEntry(dir, options.durable ?? true).catch((e: unknown) =>
-			problems.push(
-				new CertificateeError("ATOMICDIR_SWAP_FAILED", `${full} replaced, but fsync of ${dir} failed`, {
-					context: { file: full },
-					hint: "it may not survive a power loss",
-					cause: e,
-				}),
-			),
+	const binding = options.binding ?? (await requireNative(full));
+	const at = binding.at;
+	const siblings = siblingsOf(dir);
+	const durable = options.durable ?? true;
+	return withFdAsync(openParent(siblings.parent, full, true), async (lockDir) => {
+		const lock = await lockFile(
+			lockDir,
+			lockName(siblings),
+			siblings.lock,
+			full,
+			options.lockTimeoutMs ?? 10_000,
+			binding,
 		);
-		return { path: full, status: "written", differences, problems };
-	} finally {
-		await lock.release();
-	}
+		try {
+			return await withFdAsync(openParent(dir, full, options.allowWritableParent ?? false), async (fd) => {
+				const held = { fd, path: dir };
+				const prefix = `.${name}.atomicdir-tmp-`;
+				const problems = removeStale(at, held, (n) => n.startsWith(prefix), full);
+				const differences = diffFileAt(at, fd, name, file, options.owner);
+				if (differences.length === 0)
+					return { path: full, status: "unchanged" as const, differences, problems };
+				const tmp = `${prefix}${randomTag()}`;
+				try {
+					await writeNewFileAt(at, fd, tmp, file, options.owner, durable);
+					options.onStep?.("staging-synced");
+					at.rename(fd, tmp, fd, name);
+				} catch (e) {
+					const note = leftoverNote(removeOrReport(at, held, tmp, full));
+					throw new CertificateeError(
+						"ATOMICDIR_SWAP_FAILED",
+						`cannot replace ${full}: ${describeError(e)}; old content kept${note}`,
+						{ context: { file: full }, hint: "certificatee needs write access to the directory", cause: e },
+					);
+				}
+				options.onStep?.("swapped");
+				await syncFd(fd, durable).catch((e: unknown) =>
+					problems.push(
+						new CertificateeError("ATOMICDIR_SWAP_FAILED", `${full} replaced, but fsync of ${dir} failed`, {
+							context: { file: full },
+							hint: "it may not survive a power loss",
+							cause: e,
+						}),
+					),
+				);
+				return { path: full, status: "written" as const, differences, problems };
+			});
+		} finally {
+			await lock.release();
+		}
+	});
 }
 
 /** Read-only: what differs between the file at `path` and `want` (empty when equal). For plan. */
 export function diffFile(path: string, want: DesiredFile, owner?: Owner): string[] {
-	const st = lstatOrUndefined(resolve(path));
+	const full = resolve(path);
+	const st = lstatOrUndefined(full);
+	return fileDifferences(st, want, owner, () => sameContent(full, st as Stats, want.content));
+}
+
+function diffFileAt(at: AtCalls, dir: number, name: string, want: DesiredFile, owner?: Owner): string[] {
+	const st = lstatAt(at, dir, name);
+	return fileDifferences(st, want, owner, () => {
+		const bytes = typeof want.content === "string" ? Buffer.from(want.content) : want.content;
+		const content = (st as Stats).size === bytes.byteLength ? readRegularAt(at, dir, name) : undefined;
+		return content !== undefined && Buffer.compare(content, bytes) === 0;
+	});
+}
+
+function fileDifferences(
+	st: Stats | undefined,
+	want: DesiredFile,
+	owner: Owner | undefined,
+	same: () => boolean,
+): string[] {
 	if (st === undefined) return ["missing"];
 	if (!st.isFile()) return ["not a regular file"];
 	const out: string[] = [];
@@ -90,6 +128,6 @@ export function diffFile(path: string, want: DesiredFile, owner?: Owner): string
 	if (owner !== undefined && (st.uid !== owner.uid || st.gid !== owner.gid)) {
 		out.push(`owner ${st.uid}:${st.gid}, want ${owner.uid}:${owner.gid}`);
 	}
-	if (!sameContent(path, st, want.content)) out.push("content differs");
+	if (!same()) out.push("content differs");
 	return out;
 }

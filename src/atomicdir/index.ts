@@ -3,16 +3,16 @@
  * the writer. One entry point, `syncDirectory`; `diffDirectory` is its read-only half (for plan).
  * See docs/atomic-directories.md for the reader contract.
  */
-import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
-import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
-import { contextFrom } from "./context.js";
+import { type CertificateeError, isCertificateeError } from "../errors.js";
+import { contextFrom, type SyncContext } from "./context.js";
+import { DIRECTORY_FLAGS, lstatAt, withFd, withFdAsync } from "./dirfd.js";
 import { syncByExchange } from "./exchange.js";
-import { removeStale } from "./fsutil.js";
+import { openParent, removeStale } from "./fsutil.js";
 import { lockFile, requireNative } from "./lock.js";
-import { checkFileName, siblingsOf } from "./names.js";
-import { type NativeBinding, probeExchange } from "./renameat2.js";
-import { isSymlinkLayout, removeStaleInside, syncBySymlink } from "./symlink.js";
+import { checkFileName, lockName, siblingsOf } from "./names.js";
+import { probeExchangeAt } from "./renameat2.js";
+import { isSymlinkLayoutAt, removeStaleInside, syncBySymlink } from "./symlink.js";
 import type { DesiredFiles, SyncOptions, SyncResult } from "./types.js";
 
 export { type DirectoryDiff, diffDirectory } from "./compare.js";
@@ -37,19 +37,28 @@ export async function syncDirectory(
 	const path = resolve(target);
 	for (const name of Object.keys(files)) checkFileName(name, path);
 	const siblings = siblingsOf(path);
-	await requireParent(siblings.parent, path);
 	const binding = options.binding ?? (await requireNative(path));
-	const lock = await lockFile(siblings.lock, path, options.lockTimeoutMs ?? 10_000, binding);
-	try {
-		const ctx = contextFrom(path, siblings.parent, siblings.stagingPrefix, files, binding, options);
-		ctx.step("locked");
-		const stale = removeStale(siblings.parent, (n) => n.startsWith(siblings.stagingPrefix), path);
-		const result = await syncWith(await chooseSwap(ctx.target, options, binding), ctx);
-		result.problems.unshift(...stale);
-		return result;
-	} finally {
-		await lock.release();
-	}
+	return withFdAsync(openParent(siblings.parent, path, options.allowWritableParent ?? false), async (fd) => {
+		const lock = await lockFile(
+			fd,
+			lockName(siblings),
+			siblings.lock,
+			path,
+			options.lockTimeoutMs ?? 10_000,
+			binding,
+		);
+		try {
+			const parent = { path: siblings.parent, fd, name: siblings.base };
+			const ctx = contextFrom(path, parent, siblings.stagingPrefix, files, binding, options);
+			ctx.step("locked");
+			const stale = removeStale(binding.at, parent, (n) => n.startsWith(siblings.stagingPrefix), path);
+			const result = await syncWith(chooseSwap(ctx, options), ctx);
+			result.problems.unshift(...stale);
+			return result;
+		} finally {
+			await lock.release();
+		}
+	});
 }
 
 async function syncWith(
@@ -67,36 +76,13 @@ async function syncWith(
 }
 
 /** exchange-or-symlink: keep a symlink layout once chosen; probe only when the target does not exist yet. */
-async function chooseSwap(target: string, options: SyncOptions, binding: NativeBinding) {
+function chooseSwap(ctx: SyncContext, options: SyncOptions) {
 	const swap = options.swap ?? "exchange";
 	if (swap !== "exchange-or-symlink") return swap;
-	const exists = await stat(target).then(
-		() => true,
-		() => false,
-	);
-	if (exists) return isSymlinkLayout(target) ? "symlink" : "try-exchange";
-	const probe = await probeExchange(siblingsOf(target).parent, binding);
-	return probe.supported ? "exchange" : "symlink";
-}
-
-async function requireParent(parent: string, target: string): Promise<void> {
-	const st = await stat(parent).catch((e: unknown) => {
-		throw new CertificateeError(
-			"ATOMICDIR_SWAP_FAILED",
-			`parent directory ${parent} is missing: ${describeError(e)}`,
-			{
-				context: { target, file: parent },
-				hint: "create the parent directory; certificatee creates only the target itself",
-				cause: e,
-			},
-		);
-	});
-	if (!st.isDirectory()) {
-		throw new CertificateeError("ATOMICDIR_SWAP_FAILED", `parent ${parent} is not a directory`, {
-			context: { target, file: parent },
-			hint: "point the target into an existing directory",
-		});
+	if (lstatAt(ctx.at, ctx.parentFd, ctx.name) !== undefined) {
+		return isSymlinkLayoutAt(ctx.at, ctx.parentFd, ctx.name) ? "symlink" : "try-exchange";
 	}
+	return probeExchangeAt(ctx.binding, ctx.parentFd).supported ? "exchange" : "symlink";
 }
 
 /**
@@ -109,14 +95,26 @@ export async function removeStaleStaging(
 ): Promise<CertificateeError[]> {
 	const path = resolve(target);
 	const siblings = siblingsOf(path);
-	await requireParent(siblings.parent, path);
 	const binding = options.binding ?? (await requireNative(path));
-	const lock = await lockFile(siblings.lock, path, options.lockTimeoutMs ?? 10_000, binding);
-	try {
-		const problems = removeStale(siblings.parent, (n) => n.startsWith(siblings.stagingPrefix), path);
-		if (isSymlinkLayout(path)) problems.push(...removeStaleInside(path));
-		return problems;
-	} finally {
-		await lock.release();
-	}
+	return withFdAsync(openParent(siblings.parent, path, options.allowWritableParent ?? false), async (fd) => {
+		const lock = await lockFile(
+			fd,
+			lockName(siblings),
+			siblings.lock,
+			path,
+			options.lockTimeoutMs ?? 10_000,
+			binding,
+		);
+		try {
+			const parent = { path: siblings.parent, fd };
+			const problems = removeStale(binding.at, parent, (n) => n.startsWith(siblings.stagingPrefix), path);
+			if (isSymlinkLayoutAt(binding.at, fd, siblings.base)) {
+				const inside = binding.at.open(fd, siblings.base, DIRECTORY_FLAGS);
+				problems.push(...withFd(inside, (t) => removeStaleInside(binding.at, { fd: t, path })));
+			}
+			return problems;
+		} finally {
+			await lock.release();
+		}
+	});
 }

@@ -44,6 +44,11 @@ export function siblingsOf(target: string): Siblings {
 	};
 }
 
+/** The lock file's name in the parent. */
+export function lockName(siblings: Siblings): string {
+	return `.${siblings.base}.lock`;
+}
+
 export function randomTag(): string {
 	return `${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
 }

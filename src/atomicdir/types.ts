@@ -54,6 +54,11 @@ export interface SyncOptions {
 	binding?: NativeBinding;
 	/** Clock for version names of the symlink layout. */
 	now?: Date;
+	/**
+	 * Write even when another account can write the target's parent (ATOMICDIR_UNSAFE_PARENT otherwise).
+	 * That account can then replace what is published, never redirect certificatee's writes.
+	 */
+	allowWritableParent?: boolean;
 }
 
 export interface SyncResult {

@@ -42,26 +42,31 @@ function joinedCalls(trace: string): string[] {
 	return lines;
 }
 
-/** The syscalls on paths under `base`, in order, with fsync's fd replaced by the path it was opened on. */
+/**
+ * The syscalls on paths under `base`, in order. atomicdir works relative to directory descriptors, so
+ * each descriptor is mapped back to the path it was opened on (openat of a name in an open directory).
+ */
 function events(trace: string, base: string): string[] {
 	const fds = new Map<string, string>();
+	const under = (dir: string, name: string) => (dir === "AT_FDCWD" ? name : `${fds.get(dir) ?? "?"}/${name}`);
 	const out: string[] = [];
+	const relative = (path: string | undefined) =>
+		path === base ? "<parent>" : path?.startsWith(`${base}/`) ? path.slice(base.length + 1) : undefined;
 	for (const line of joinedCalls(trace)) {
-		const open = /openat\(AT_FDCWD, "([^"]+)", [^)]*\) = (\d+)/.exec(line);
+		const open = /openat\((AT_FDCWD|\d+), "([^"]+)", [^)]*\) = (\d+)/.exec(line);
 		if (open) {
-			fds.set(open[2]!, open[1]!);
+			fds.set(open[3]!, under(open[1]!, open[2]!));
 			continue;
 		}
 		const sync = /fsync\((\d+)\)\s+= 0$/.exec(line);
-		const path = sync ? fds.get(sync[1]!) : undefined;
-		if (path === base) out.push("fsync <parent>");
-		else if (path?.startsWith(`${base}/`)) out.push(`fsync ${path.slice(base.length + 1)}`);
-		// Node 22 removes a file by path (`unlink`), Node 24 by name inside the opened directory (`unlinkat`).
-		const at = /unlinkat\((\d+), "([^"]+)", 0\)\s+= 0$/.exec(line);
-		const dir = at ? fds.get(at[1]!) : undefined;
-		if (dir?.startsWith(`${base}/`)) out.push(`unlink ${dir.slice(base.length + 1)}/${at![2]}`);
-		const call = /(renameat2|rmdir|unlink)\((?:AT_FDCWD, )?"([^"]+)".*= 0$/.exec(line);
-		if (call?.[2]?.startsWith(`${base}/`)) out.push(`${call[1]} ${call[2].slice(base.length + 1)}`);
+		const synced = relative(sync ? fds.get(sync[1]!) : undefined);
+		if (synced !== undefined) out.push(`fsync ${synced}`);
+		const unlink = /unlinkat\((AT_FDCWD|\d+), "([^"]+)", (0|AT_REMOVEDIR)\)\s+= 0$/.exec(line);
+		const removed = unlink ? relative(under(unlink[1]!, unlink[2]!)) : undefined;
+		if (removed !== undefined) out.push(`${unlink?.[3] === "AT_REMOVEDIR" ? "rmdir" : "unlink"} ${removed}`);
+		const rename = /renameat2\((AT_FDCWD|\d+), "([^"]+)".*= 0$/.exec(line);
+		const renamed = rename ? relative(under(rename[1]!, rename[2]!)) : undefined;
+		if (renamed !== undefined) out.push(`renameat2 ${renamed}`);
 	}
 	return out.map((e) => e.replace(/atomicdir-staging-[\w-]+/, "staging"));
 }
@@ -78,7 +83,7 @@ it("atomicdir/exchange fsyncs files and staging before renameat2, the parent aft
 		"-o",
 		trace,
 		"-e",
-		"trace=openat,fsync,renameat2,rmdir,unlink,unlinkat",
+		"trace=openat,fsync,renameat2,unlinkat",
 		process.execPath,
 		await childScript("writer"),
 		target,

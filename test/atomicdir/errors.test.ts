@@ -4,7 +4,7 @@
  * (root with CAP_SYS_ADMIN); otherwise the same errno is injected at the native binding.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -65,8 +65,8 @@ async function realBinding(): Promise<NativeBinding> {
 async function failingExchange(code: string, errno: number): Promise<NativeBinding> {
 	const real = await realBinding();
 	return {
-		flock: real.flock,
-		exchange: (a, b) => {
+		...real,
+		exchange: (_dir, a, b) => {
 			throw new SyscallError("renameat2", code, errno, a, b);
 		},
 	};
@@ -84,7 +84,7 @@ async function errorOf(p: Promise<unknown>): Promise<CertificateeError> {
 describe("atomicdir errors", () => {
 	it("a read-only parent gives a clear error and keeps the old content", async () => {
 		const parent = join(scratch(), "ro");
-		const mounted = mount(["-t", "tmpfs", "-o", "size=4m", "tmpfs"], parent);
+		const mounted = mount(["-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs"], parent);
 		const target = join(parent, "certs");
 		await syncDirectory(target, versionedFiles(1));
 		let binding: NativeBinding | undefined;
@@ -208,13 +208,15 @@ describe("atomicdir errors", () => {
 	it("a second writer waits for the lock and fails as retryable ATOMICDIR_LOCKED after the timeout", async () => {
 		const target = join(scratch(), "certs");
 		await syncDirectory(target, versionedFiles(1));
-		const held = await lockFile(join(target, "..", ".certs.lock"), target, 1000);
+		const parent = openSync(join(target, ".."), "r");
+		const held = await lockFile(parent, ".certs.lock", join(target, "..", ".certs.lock"), target, 1000);
 		try {
 			const error = await errorOf(syncDirectory(target, versionedFiles(2), { lockTimeoutMs: 200 }));
 			expect(error.code).toBe("ATOMICDIR_LOCKED");
 			expect(error.retryable).toBe(true);
 		} finally {
 			await held.release();
+			closeSync(parent);
 		}
 		expect(heldVersion(target)).toBe(1);
 		await syncDirectory(target, versionedFiles(2));

@@ -46,12 +46,13 @@ export function unmount(dir: string): void {
 }
 
 const bundles = new Map<string, Promise<string>>();
+export type ChildName = "writer" | "reader" | "attacker";
 /**
  * Child scripts bundled once into plain JS (tsx would cost ~300 ms per start; node alone ~100 ms).
  * Written under node_modules/.cache so the external `koffi` resolves from the project; temp file +
  * rename, so parallel test workers never see a half-written bundle.
  */
-export function childScript(name: "writer" | "reader"): Promise<string> {
+export function childScript(name: ChildName): Promise<string> {
 	let p = bundles.get(name);
 	if (p === undefined) {
 		const out = resolve("node_modules/.cache/certificatee-test", `${name}.mjs`);
@@ -87,14 +88,16 @@ export interface Child {
 }
 
 export async function startChild(
-	name: "writer" | "reader",
+	name: ChildName,
 	args: string[],
 	env: Record<string, string> = {},
+	as: { uid: number; gid: number } | undefined = undefined,
 ): Promise<Child> {
 	const script = await childScript(name);
 	const proc = spawn(process.execPath, [script, ...args], {
 		env: { ...process.env, ...env },
 		stdio: ["pipe", "pipe", "pipe"],
+		...as,
 	});
 	const lines: string[] = [];
 	const waiters: { match: (l: string) => boolean; resolve: () => void }[] = [];

@@ -144,10 +144,15 @@ async function writeSet(
 		if (sharesBaseDirectory(config)) await ensureDirectory(config.path);
 		const outcome =
 			set.kind === "file"
-				? await writeFileAtomic(set.path, set.file, { ...options, owner })
+				? await writeFileAtomic(set.path, set.file, {
+						...options,
+						owner,
+						allowWritableParent: config.allow_writable_parent,
+					})
 				: await syncDirectory(set.path, set.files, {
 						...options,
 						owner,
+						allowWritableParent: config.allow_writable_parent,
 						swap: config.swap,
 						dirMode: config.dir_mode,
 					});

@@ -35,6 +35,11 @@ export const directoryTargetSchema = z.strictObject({
 		.string()
 		.regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*:[A-Za-z0-9_][A-Za-z0-9_.-]*$/, { error: 'expected "user:group"' })
 		.optional(),
+	/**
+	 * Write even when another account can write the directory certificatee creates names in (refused with
+	 * ATOMICDIR_UNSAFE_PARENT otherwise): that account can then replace what is published (docs/security.md).
+	 */
+	allow_writable_parent: z.boolean().default(false),
 	/** kubernetes-tls: a PEM file with the CA to write as ca.crt when the chain does not end in a root. */
 	ca_file: z.string().startsWith("/", { error: "ca_file must be absolute" }).optional(),
 });

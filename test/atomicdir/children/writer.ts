@@ -3,6 +3,7 @@
  * argv: target swap(exchange|symlink|file) from to durable(0|1). "file" replaces <target>/combined.pem.
  * Env CRASH_STEP + CRASH_NTH: SIGKILL itself at that step. Env WAIT_GO=1: load everything, print
  * "ready", then wait for "go <from>" on stdin (so a test can start the next child while one runs).
+ * Env ALLOW_WRITABLE_PARENT=1: write into a parent another account can write (test/atomicdir/races).
  */
 import { once } from "node:events";
 import { tmpdir } from "node:os";
@@ -55,6 +56,7 @@ for (let v = from; to === 0 || v <= to; v++) {
 					swap: swap as "exchange" | "symlink",
 					durable,
 					onStep,
+					allowWritableParent: process.env.ALLOW_WRITABLE_PARENT === "1",
 				});
 	if (result.problems.length > 0) throw result.problems[0];
 	process.stdout.write(`acked ${v}\n`);
