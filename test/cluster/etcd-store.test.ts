@@ -268,7 +268,7 @@ describe("cluster/etcd-store", () => {
 		try {
 			const { store } = open({ endpoints: own.endpoints, deadlineMs: 500 });
 			await store.put("certificates/a", { n: 1 }, 0);
-			own.pause(0);
+			await own.pause(0);
 			const frozen = [
 				await failure(store.get("certificates/a")),
 				await failure(store.put("certificates/a", { n: 2 }, 1)),

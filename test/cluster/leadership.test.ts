@@ -13,7 +13,7 @@ import {
 	warnings,
 } from "../harness/cluster.js";
 import { type EtcdHandle, startEtcd } from "../harness/etcd.js";
-import { type Proc, stopProcess } from "../harness/process.js";
+import { freeze, type Proc, stopProcess } from "../harness/process.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TTL = 3;
@@ -121,7 +121,7 @@ describe("cluster leadership (real etcd, one member)", () => {
 					.find((l) => l.leader && l.validUntil !== undefined),
 			5000,
 		);
-		child.child.kill("SIGSTOP");
+		await freeze(child.child);
 		const stoppedAt = Date.now();
 		expect(leaders(ms)).toEqual([]);
 

@@ -55,7 +55,7 @@ describe("cluster session (real etcd)", () => {
 		await eventually("lease granted", () => m.session.leaseId(), 5000);
 		const before = m.session.validUntil();
 		// etcd frozen: keepalives go out (at "sent") and wait; they are answered after the clock moved on.
-		etcd.pause(0);
+		await etcd.pause(0);
 		const sent = 2_000_000;
 		now = sent;
 		await sleep(1200); // > TTL/3: at least one keepalive fired while frozen

@@ -12,7 +12,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { freePorts } from "./ports.js";
-import { type Proc, startProcess, stopProcess, waitUntil } from "./process.js";
+import { freeze, type Proc, startProcess, stopProcess, waitUntil } from "./process.js";
 
 export interface EtcdOptions {
 	/** 1 (default) or 3. */
@@ -24,8 +24,9 @@ export interface EtcdHandle {
 	endpoints: string[];
 	/** SIGKILL member i (it stays down until restart(i)). */
 	kill(i: number): Promise<void>;
-	/** SIGSTOP / SIGCONT member i. */
-	pause(i: number): void;
+	/** SIGSTOP member i; resolves once all its threads have stopped (it answers nothing more). */
+	pause(i: number): Promise<void>;
+	/** SIGCONT member i. */
 	resume(i: number): void;
 	/** Starts member i again from its data dir (it rejoins the cluster). */
 	restart(i: number): Promise<void>;
@@ -123,7 +124,10 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdHandle> 
 			m.proc.child.kill("SIGKILL");
 			await m.proc.exited;
 		},
-		pause: (i) => void member(i).proc?.child.kill("SIGSTOP"),
+		async pause(i) {
+			const proc = member(i).proc;
+			if (proc) await freeze(proc.child);
+		},
 		resume: (i) => void member(i).proc?.child.kill("SIGCONT"),
 		async restart(i) {
 			const m = member(i);
