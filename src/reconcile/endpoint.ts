@@ -253,13 +253,16 @@ async function applySteps(
 ): Promise<Map<string, string>> {
 	const failedRefs = new Set<string>();
 	const pinnedRefs = new Map<string, string>();
+	// Refs whose file this cycle wrote: when stopping, their runtime write still runs (storage never stays ahead).
+	const stored = new Set<string>();
 	const { driver } = job;
 	for (const group of batchGroups(planned, driver.applyBatch ? driver.batches : undefined)) {
 		const runnable = group.filter((i) => {
 			const step = planned[i] as { action: HaproxyAction };
 			const view = views[i] as StepView;
 			const pinned = pinnedRefs.get(step.action.ref);
-			if (!failedRefs.has(step.action.ref) && pinned === undefined && !job.signal.aborted) return true;
+			const go = !job.signal.aborted || completesPair(step.action, stored);
+			if (!failedRefs.has(step.action.ref) && pinned === undefined && go) return true;
 			view.result = "skipped";
 			view.note = job.signal.aborted
 				? "stopping"
@@ -277,10 +280,22 @@ async function applySteps(
 				: driver.apply(actions[0] as HaproxyAction, NEVER_ABORTED).then((r) => [r]);
 		const results = await (queue ? queue.run(write) : write());
 		for (const [n, i] of runnable.entries()) {
-			recordResult(views[i] as StepView, actions[n] as HaproxyAction, results[n], failedRefs, pinnedRefs);
+			const action = actions[n] as HaproxyAction;
+			recordResult(views[i] as StepView, action, results[n], failedRefs, pinnedRefs);
+			if (isStorageWrite(action) && results[n]?.ok) stored.add(action.ref);
 		}
 	}
 	return pinnedRefs;
+}
+
+const isStorageWrite = (a: HaproxyAction) => a.op === "storage-create" || a.op === "storage-replace";
+
+/**
+ * The runtime half of a storage write done this cycle: it runs even when stopping, so a SIGTERM never leaves a
+ * file on disk that HAProxy does not serve (a reload would change what is served).
+ */
+function completesPair(action: HaproxyAction, stored: ReadonlySet<string>): boolean {
+	return (action.op === "runtime-set" || action.op === "runtime-add") && stored.has(action.ref);
 }
 
 /** One step's result into its view; a failed ref, or a refusal by the configuration (pinned), is remembered. */
