@@ -193,6 +193,10 @@ function classifyCanonical(
 	const stale = staleSidesOf(observed, desired.bundle);
 	const missingSides: Side[] = (["storage", "runtime"] as const).filter((s) => observed[s] === undefined);
 	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
+	// Only HAProxy's memory differs from a file that already holds the desired certificate (a stop or another
+	// writer left storage ahead): it follows the file, which a reload would serve anyway, so nothing is refused.
+	if (!stale.includes("storage") && !missingSides.includes("storage"))
+		return { class: "stale", ref, certificate, sides: stale, missingSides };
 	const downgrade = policy.neverDowngrade
 		? downgradeRefusal(
 				stale.map((side) => observed[side]),

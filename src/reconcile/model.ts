@@ -161,7 +161,18 @@ export type HaproxyAction =
 	/** `files`: the ref's own files (placement.ts); absent: one combined PEM named `ref` in the storage directory. */
 	| { op: "storage-replace"; ref: string; certificate: string; bundle: Bundle; files?: PlacedWrite }
 	| { op: "storage-create"; ref: string; certificate: string; bundle: Bundle }
-	| { op: "runtime-set"; ref: string; runtimeName: string; certificate: string; bundle: Bundle }
+	| {
+			op: "runtime-set";
+			ref: string;
+			runtimeName: string;
+			certificate: string;
+			bundle: Bundle;
+			/**
+			 * The file already holds this certificate: HAProxy's memory is brought level with it (a stop or another
+			 * writer left storage ahead). Not refused for dropped names: a reload would serve the file anyway.
+			 */
+			followsStorage?: true;
+	  }
 	| {
 			op: "runtime-add";
 			ref: string;

@@ -123,7 +123,12 @@ function planStale(plan: Planning, v: Extract<Verdict, { class: "stale" }>): voi
 	if (v.sides.includes("storage")) write(plan, v.ref, v.certificate, "storage-replace", why);
 	if (v.missingSides.includes("storage"))
 		write(plan, v.ref, v.certificate, "storage-create", "missing in storage");
-	if (v.sides.includes("runtime")) write(plan, v.ref, v.certificate, "runtime-set", why);
+	if (v.sides.includes("runtime")) {
+		const storageHoldsIt = !v.sides.includes("storage") && !v.missingSides.includes("storage");
+		if (storageHoldsIt)
+			write(plan, v.ref, v.certificate, "runtime-set", "stale in runtime; its file holds it already", true);
+		else write(plan, v.ref, v.certificate, "runtime-set", why);
+	}
 	if (v.missingSides.includes("runtime"))
 		write(plan, v.ref, v.certificate, "runtime-add", "missing in runtime");
 }
@@ -164,7 +169,14 @@ function runtimeNameOf(input: PlanInput, ref: string): string {
 }
 
 /** One write of a desired certificate to one side of `ref`; nothing when the certificate is not desired. */
-function write(plan: Planning, ref: string, certificate: string, side: WriteSide, why: string): void {
+function write(
+	plan: Planning,
+	ref: string,
+	certificate: string,
+	side: WriteSide,
+	why: string,
+	followsStorage = false,
+): void {
 	const desired = plan.input.desired.get(certificate);
 	if (desired === undefined) return;
 	const bundle = desired.bundle;
@@ -187,7 +199,8 @@ function write(plan: Planning, ref: string, certificate: string, side: WriteSide
 			return;
 		case "runtime-set": {
 			const runtimeName = runtimeNameOf(plan.input, ref);
-			plan.keeperSteps.push({ action: { op: side, ref, runtimeName, certificate, bundle }, why });
+			const follows = followsStorage ? { followsStorage: true as const } : {};
+			plan.keeperSteps.push({ action: { op: side, ref, runtimeName, certificate, bundle, ...follows }, why });
 			return;
 		}
 		case "runtime-add":

@@ -128,6 +128,27 @@ describe("reconcile on a real HAProxy (haproxy-runtime target)", () => {
 		expect(await h.workerPid()).toBeGreaterThan(0);
 	});
 
+	it("HAProxy's memory behind a file that already holds the desired certificate follows the file, even when another certificate's content is there (two writers crossed), with other names and a later expiry", async () => {
+		const names = ["follow.test"];
+		const desiredLeaf = await issueTestLeaf(ca, { names });
+		// Two writers crossing in HAProxy's one transaction left the store with another certificate's content.
+		const crossed = await issueTestLeaf(ca, {
+			names: ["crossed.test"],
+			notAfter: new Date(Date.now() + 60 * 86_400_000),
+		});
+		const h = await r.haproxy({ crtDir: { "follow.pem": crossed.combinedPem } });
+		const { writeFile } = await import("node:fs/promises");
+		await writeFile(join(h.crtDir, "follow.pem"), desiredLeaf.combinedPem, { mode: 0o600 });
+		const t = r.runtime(h, {}, { neverDowngrade: true });
+		const first = await cycle(t, [desired("follow", desiredLeaf, names)], { expectOk: true });
+		expect(first.verdicts.filter((v) => v.class !== "in-sync" && v.class !== "unmanaged")).toMatchObject([
+			{ class: "stale", ref: "follow.pem", sides: ["runtime"] },
+		]);
+		expect(writes(first)).toEqual(["runtime-set follow.pem"]);
+		expect(await served(h, "follow.test")).toBe(normal(desiredLeaf.serial));
+		expect(writes(await cycle(t, [desired("follow", desiredLeaf, names)]))).toEqual([]);
+	});
+
 	it("keeper not stable: the duplicate is synced first, deleted the cycle after", async () => {
 		const names = ["ks.test"];
 		const old = await issueTestLeaf(ca, { names });

@@ -122,6 +122,7 @@ async function refuseDroppedNames(
 	action: Extract<HaproxyAction, { op: "runtime-set" }>,
 	signal: AbortSignal,
 ): Promise<void> {
+	if (action.followsStorage) return;
 	const current = runtimeMeta(await ctx.client.runtime.get(action.runtimeName, signal)).names ?? [];
 	const refused = checkNameRemoval({
 		current,

@@ -309,7 +309,7 @@ function nameRemovalRefused(
 	action: ActionOf<"runtime-set">,
 	current: CertDetail | undefined,
 ): CertificateeError | undefined {
-	if (current === undefined) return undefined;
+	if (current === undefined || action.followsStorage) return undefined;
 	return checkNameRemoval({
 		current: servedNames(current),
 		next: [...action.bundle.leaf.dnsNames, ...action.bundle.leaf.ipAddresses],
