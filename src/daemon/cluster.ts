@@ -34,8 +34,12 @@ export interface ClusterRuntime {
 	/** Resolves once the session holds a valid lease, or after `ms` (a fresh start, before its first cycle). */
 	settled(ms: number): Promise<void>;
 	issueLock(certificate: string): Promise<IssueLock | undefined>;
-	/** With shard_endpoints: whether this replica pushes the endpoint (rendezvous over live members). */
-	owns?(target: string, endpoint: string): boolean;
+	/**
+	 * Whether this replica pushes the endpoint now: with shard_endpoints, its owner by rendezvous over the live
+	 * members; without, the leader pushes every endpoint. Never two members at once on purpose: HAProxy has one
+	 * certificate transaction per process, and two writers in it abort or even cross each other's writes.
+	 */
+	owns(target: string, endpoint: string): boolean;
 	/** Wakes the loop when a certificate or renewal request changes in etcd, or leadership or members change. */
 	watch(wake: () => void): () => void;
 	view(endpoints: ReadonlyArray<{ target: string; endpoint: string }>): ClusterView;
@@ -88,12 +92,9 @@ export async function startCluster(config: ClusterConfig, log: Logger): Promise<
 				});
 			}),
 		issueLock: (certificate) => tryIssueLock(conn, session, certificate, leadership.fence(), { member, log }),
-		...(membership
-			? {
-					owns: (target: string, endpoint: string) =>
-						session.valid() && membership.owns(endpointId(target, endpoint)),
-				}
-			: {}),
+		owns: membership
+			? (target, endpoint) => session.valid() && membership.owns(endpointId(target, endpoint))
+			: () => leadership.isLeader(),
 		watch(wake) {
 			const stops = [
 				store.watch("certificates/", wake),

@@ -93,7 +93,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 					memory,
 					stateDir: config.state_dir,
 					...(options.backoff === false ? { backoff: false } : {}),
-					...(cluster?.owns ? { owns: cluster.owns } : {}),
+					...(cluster ? { owns: cluster.owns } : {}),
 					// A late push from a lagging or deposed replica never replaces a newer certificate.
 					...(config.cluster ? { neverDowngrade: true } : {}),
 				}),

@@ -202,7 +202,8 @@ export async function startReplicas(options: ReplicasOptions): Promise<Replicas>
 		async stop() {
 			await Promise.all(
 				replicas.map(async (r) => {
-					if (r.daemon.child.signalCode === "SIGSTOP") r.daemon.signal("SIGCONT");
+					// A frozen replica (SIGSTOP; signalCode is set only at exit, so not seen there) takes SIGTERM once resumed.
+					r.daemon.signal("SIGCONT");
 					r.daemon.signal("SIGTERM");
 					await Promise.race([r.daemon.exited, sleep(5000)]);
 					await r.daemon.stop();
