@@ -1,15 +1,15 @@
 /**
  * Durability of a batched roll (issue 12, goal 5): a cycle writes all its storage files, fsyncs them and their
- * directory, and only then commits at runtime. A certificatee killed (SIGKILL) at a random moment of a roll of
- * 30 certificates leaves every file in crt_dir a complete old or new certificate, HAProxy holding a complete old
+ * directory, and only then commits at runtime. A certificatee killed (SIGKILL) within a roll of 30 certificates
+ * (once its storage writes, once its runtime commits are under way) leaves every file in crt_dir a complete old or new certificate, HAProxy holding a complete old
  * or new one for every name, and no new certificate live in HAProxy before all the cycle's files are written (a
  * reload would bring an old one back). The next cycle converges and stays reload-safe.
  */
 import { spawn } from "node:child_process";
+import { watch } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { leafMeta } from "../../../src/reconcile/leaf-meta.js";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
@@ -20,42 +20,61 @@ import { desiredFromLeaf } from "../../reconcile/scenario.js";
 
 const CHILD = join(import.meta.dirname, "roll-child.ts");
 const COUNT = 30;
-/** Kills that must land within the writes, and the most kills tried. */
+/** Kills that must land within the writes, and the most rolls tried. */
 const MID_ROLL = 4;
-const MAX_KILLS = 25;
+const MAX_ROLLS = 12;
 const r = rig();
 
-/** Starts a roll in a child process and SIGKILLs it `delayMs` after it is ready; how long it took when it finished first. */
+/**
+ * When to kill, as a condition on what the roll has done (never a delay: on a loaded machine the roll's pace
+ * varies tenfold): once its first file is renamed into crt_dir (the storage writes under way), or once HAProxy
+ * holds the first new certificate (the runtime commits under way).
+ */
+type KillPoint = "first file" | "first commit";
+
+/** Starts a roll in a child process and SIGKILLs it at `at`; whether it finished first. */
 async function killRoll(
 	socket: string,
 	crtDir: string,
 	source: string,
-	delayMs: number,
-): Promise<number | undefined> {
+	at: KillPoint,
+	firstCommitted: () => Promise<boolean>,
+): Promise<{ finished: boolean }> {
 	const child = spawn(process.execPath, ["--import", "tsx", CHILD, socket, crtDir, source], {
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	let out = "";
 	let err = "";
+	child.stdout.on("data", (d: Buffer) => {
+		out += d.toString();
+	});
 	child.stderr.on("data", (d: Buffer) => {
 		err += d.toString();
 	});
-	const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-	await new Promise<void>((resolve, reject) => {
-		child.stdout.on("data", (d: Buffer) => {
-			out += d.toString();
-			if (out.includes("ready")) resolve();
+	let exitedNow = false;
+	const exited = new Promise<number | null>((resolve) =>
+		child.once("exit", (code) => {
+			exitedNow = true;
+			resolve(code);
+		}),
+	);
+	const kill = () => child.kill("SIGKILL");
+	if (at === "first file") {
+		const watcher = watch(crtDir, (_event, file) => {
+			if (file !== null && /^k\d\d\.pem$/.test(file)) kill();
 		});
-		child.once("exit", (code) =>
-			out.includes("ready") ? resolve() : reject(new Error(`roll child exited (${code}): ${err}`)),
-		);
-	});
-	await Promise.race([sleep(delayMs), exited]);
-	child.kill("SIGKILL");
+		await exited;
+		watcher.close();
+	} else {
+		while (!exitedNow) {
+			if (await firstCommitted()) kill();
+		}
+	}
 	await exited;
+	if (!out.includes("ready")) throw new Error(`roll child exited before it was ready: ${err}`);
 	const done = /done (\w+) (\d+) ms/.exec(out);
 	if (done && done[1] !== "ok") throw new Error(`the roll child's cycle failed: ${out}`);
-	return done ? Number(done[2]) : undefined;
+	return { finished: done !== null };
 }
 
 describe("haproxy-runtime: SIGKILL during a batched roll", () => {
@@ -73,42 +92,42 @@ describe("haproxy-runtime: SIGKILL during a batched roll", () => {
 			await check.close();
 			await rm(scratch, { recursive: true, force: true });
 		});
-		// Kills until MID_ROLL of them landed within the writes (at most MAX_KILLS): the delay narrows to the
-		// window between "no file written yet" and "finished first". The first roll is not killed: it measures one.
-		let window = { lo: 0, hi: 0 };
+		// Rolls until MID_ROLL kills landed within the writes (at most MAX_ROLLS), killing at each point in turn.
+		const points: KillPoint[] = ["first file", "first commit"];
 		let midRoll = 0;
 		const outcomes: string[] = [];
-		for (let kill = 0; kill <= MAX_KILLS && midRoll < MID_ROLL; kill++) {
+		for (let roll = 0; roll < MAX_ROLLS && midRoll < MID_ROLL; roll++) {
 			const next = await issue();
-			const source = join(scratch, `roll-${kill}`);
+			const source = join(scratch, `roll-${roll}`);
 			await mkdir(source);
 			for (const [i, n] of names.entries()) await writeFile(join(source, `${n}.pem`), next[i]!.combinedPem);
-			const delay = kill === 0 ? 120_000 : Math.round(window.lo + Math.random() * (window.hi - window.lo));
-			const tookMs = await killRoll(h.adminSocket, h.crtDir, source, delay);
-			if (kill === 0) window = { lo: 0, hi: tookMs ?? 0 };
+			const at = points[roll % points.length] as KillPoint;
+			const first = join(h.crtDir, `${names[0]}.pem`);
+			// HAProxy answers "locked" while a commit runs: not committed yet, as far as this look can tell.
+			const firstCommitted = async () =>
+				(await check.showCert(first).catch(() => undefined))?.serial === next[0]!.serial;
+			const { finished } = await killRoll(h.adminSocket, h.crtDir, source, at, firstCommitted);
 			let newFiles = 0;
 			let newLive = 0;
 			for (const [i, n] of names.entries()) {
 				const old = current[i]!;
 				const fresh = next[i]!;
 				const file = leafMeta(await readFile(join(h.crtDir, `${n}.pem`), "utf8"));
-				expect([old.serial, fresh.serial], `kill ${kill}: ${n}.pem is a complete certificate`).toContain(
+				expect([old.serial, fresh.serial], `roll ${roll}: ${n}.pem is a complete certificate`).toContain(
 					file.serial,
 				);
 				const live = (await check.showCert(join(h.crtDir, `${n}.pem`)))?.serial;
-				expect([old.serial, fresh.serial], `kill ${kill}: HAProxy holds a complete ${n}`).toContain(live);
+				expect([old.serial, fresh.serial], `roll ${roll}: HAProxy holds a complete ${n}`).toContain(live);
 				if (live === fresh.serial) newLive += 1;
 				if (file.serial === fresh.serial) newFiles += 1;
 			}
 			// The cycle's files are all written (and fsynced) before its first runtime commit.
-			if (newLive > 0) expect(newFiles, `kill ${kill}: a commit before every file was written`).toBe(COUNT);
+			if (newLive > 0) expect(newFiles, `roll ${roll}: a commit before every file was written`).toBe(COUNT);
 			const untouched = newFiles === 0 && newLive === 0;
 			const done = newFiles === COUNT && newLive === COUNT;
-			if (kill > 0 && untouched) window.lo = delay;
-			else if (kill > 0 && done) window.hi = delay;
-			else if (kill > 0) midRoll += 1;
+			if (!untouched && !done) midRoll += 1;
 			outcomes.push(
-				`${kill === 0 ? "not killed" : `killed after ${delay} ms`}: ${newFiles} new files, ${newLive} new in HAProxy`,
+				`killed at its ${at}${finished ? " (it had finished)" : ""}: ${newFiles} new files, ${newLive} new in HAProxy`,
 			);
 			// The next cycle (this process) finishes the roll, whatever the kill left (an open transaction included).
 			const e = await syncOnce(
@@ -125,5 +144,6 @@ describe("haproxy-runtime: SIGKILL during a batched roll", () => {
 		console.log(outcomes.join("\n"));
 		expect(midRoll, `kills within the writes:\n${outcomes.join("\n")}`).toBe(MID_ROLL);
 		await assertReloadSafe(h, { names: names.map((n) => `${n}.test`) });
-	});
+		// At most MAX_ROLLS rolls, each a child process start (a few seconds on a loaded 2-core machine) and a cycle.
+	}, 240_000);
 });
