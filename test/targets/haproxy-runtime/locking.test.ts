@@ -38,7 +38,9 @@ describe("targets/haproxy-runtime: HAProxy's certificate lock and the one transa
 	it("answers 'locked' while a commit rebuilds instances: RUNTIME_LOCKED without retries, success with them", async () => {
 		const writer = new RuntimeClient({ address: h.adminSocket, name: "writer" });
 		const impatient = new RuntimeClient({ address: h.adminSocket, name: "impatient", lockAttempts: 1 });
-		const patient = new RuntimeClient({ address: h.adminSocket, name: "patient", lockAttempts: 30 });
+		// Patient beyond the test's own timeout (attempts back off to 500 ms): one commit of 500 instances took 0.3 to
+		// 1.6 s here and more than the 30 attempts' 12 s on a loaded 2-core machine, so any fixed budget flakes.
+		const patient = new RuntimeClient({ address: h.adminSocket, name: "patient", lockAttempts: 1000 });
 		try {
 			const versions = await Promise.all(
 				Array.from({ length: 2 }, () => issueTestLeaf(ca, { names: ["wide.test"] })),
@@ -46,17 +48,29 @@ describe("targets/haproxy-runtime: HAProxy's certificate lock and the one transa
 			const codes = new Set<string>();
 			let writing = true;
 			let last = "";
+			let patientReads = 0;
+			// The patient loop's next completed read (at once when that loop has ended).
+			let readSeen = () => {};
+			let patientDone = false;
+			const nextPatientRead = () =>
+				new Promise<void>((resolve) => {
+					readSeen = resolve;
+					if (patientDone) resolve();
+				});
 			// Commit until the impatient reader has met the lock (bounded: the test fails if it never does).
 			const writes = (async () => {
-				for (let round = 0; round < 60 && codes.size === 0; round++) {
-					const v = versions[round % 2];
-					if (!v) break;
-					await updateCertificate(writer, wide, v.combinedPem);
-					last = v.serial;
-					// A pause between commits, as a real writer has: patient readers get through.
-					await new Promise((r) => setTimeout(r, 20));
+				try {
+					for (let round = 0; round < 60 && codes.size === 0; round++) {
+						const v = versions[round % 2];
+						if (!v) break;
+						await updateCertificate(writer, wide, v.combinedPem);
+						last = v.serial;
+						// Between commits, as a real writer pauses: until a patient reader got through.
+						await nextPatientRead();
+					}
+				} finally {
+					writing = false;
 				}
-				writing = false;
 			})();
 			const impatientReads = (async () => {
 				while (writing) {
@@ -65,11 +79,16 @@ describe("targets/haproxy-runtime: HAProxy's certificate lock and the one transa
 					});
 				}
 			})();
-			let patientReads = 0;
 			const patientLoop = (async () => {
-				while (writing) {
-					expect((await patient.showCert(join(h.crtDir, "o.pem")))?.filename).toBe(join(h.crtDir, "o.pem"));
-					patientReads += 1;
+				try {
+					while (writing) {
+						expect((await patient.showCert(join(h.crtDir, "o.pem")))?.filename).toBe(join(h.crtDir, "o.pem"));
+						patientReads += 1;
+						readSeen();
+					}
+				} finally {
+					patientDone = true;
+					readSeen();
 				}
 			})();
 			// Every loop ends before the test does, even when one failed: a writer left committing would lock the
