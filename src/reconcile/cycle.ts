@@ -2,6 +2,7 @@
  * One cycle, top to bottom: desired certificates from the sources, then every target (per endpoint:
  * observe → classify → plan → apply in sync mode), then the report. `plan` and `sync` share it.
  */
+import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
 import type { DesiredCertificate, DesiredSet } from "./model.js";
 import type { CycleReport, EndpointReport, TargetReport } from "./report.js";
@@ -31,7 +32,12 @@ export interface CycleDeps {
 	targetConcurrency?: number;
 }
 
-export async function runCycle(deps: CycleDeps, mode: CycleMode, signal: AbortSignal): Promise<CycleReport> {
+export async function runCycle(deps: CycleDeps, mode: CycleMode, caller: AbortSignal): Promise<CycleReport> {
+	// Every probe, request and wait of the cycle listens on its signal, many at once (8 probes per endpoint, on
+	// every target in parallel): the cycle's own signal, following the caller's, has no listener limit, so Node
+	// never writes a MaxListenersExceededWarning into the JSON log.
+	const signal = AbortSignal.any([caller]);
+	setMaxListeners(0, signal);
 	const started = deps.now();
 	const desired = await deps.loadDesired(signal);
 	const limit = pLimit(deps.targetConcurrency ?? 4);
