@@ -62,6 +62,8 @@ export const ERROR_CODES = [
 	/** Another account can write the directory certificatee would create names in (issue 25, finding 1). */
 	"ATOMICDIR_UNSAFE_PARENT",
 	"STATE_LOCKED",
+	/** The state directory cannot be created or written by this user (permissions, a read-only mount). */
+	"STATE_UNWRITABLE",
 	"STATE_CONFLICT",
 	"STATE_CORRUPT",
 	// cluster (docs/cluster.md)

@@ -221,9 +221,12 @@ export async function main(argv: string[]): Promise<number> {
 	return exitCode;
 }
 
-/** A human line for an error: message, then the hint. */
+/** A human line for an error: its code and message, then the hint. */
 function formatError(e: unknown): string {
-	if (e instanceof CertificateeError) return e.hint ? `${e.message}\n  hint: ${e.hint}` : e.message;
+	if (e instanceof CertificateeError) {
+		const line = `${e.code}: ${e.message}`;
+		return e.hint ? `${line}\n  hint: ${e.hint}` : line;
+	}
 	return e instanceof Error ? e.message : String(e);
 }
 

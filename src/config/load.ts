@@ -12,6 +12,9 @@ import { closestKey, knownKeys } from "./suggest.js";
 export interface ConfigProblem {
 	path: string;
 	message: string;
+	/** The error code, where the problem has one (a source file's BUNDLE_EXPIRED, STATE_UNWRITABLE, ...). */
+	code?: string;
+	hint?: string;
 	/** Where in the file (1-based), when the problem has a place there. */
 	line?: number;
 	column?: number;
@@ -104,7 +107,7 @@ export function configError(file: string, problems: ConfigProblem[]): Certificat
 /** `targets[0].pth (line 4, column 26): unknown key …` */
 export function formatProblem(p: ConfigProblem): string {
 	const at = p.line === undefined ? "" : ` (line ${p.line}, column ${p.column ?? 1})`;
-	return `${p.path}${at}: ${p.message}`;
+	return `${p.path}${at}: ${p.code ? `${p.code}: ` : ""}${p.message}`;
 }
 
 /** `targets[0].endpoints[1].name` → ["targets", 0, "endpoints", 1, "name"]. */

@@ -5,8 +5,18 @@
  * flock comes from the one native binding, src/atomicdir/renameat2.ts (libc through koffi).
  * Network filesystems that do not implement flock are not supported for the state directory.
  */
-import { closeSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import {
+	accessSync,
+	closeSync,
+	constants,
+	ftruncateSync,
+	mkdirSync,
+	openSync,
+	readFileSync,
+	statSync,
+	writeSync,
+} from "node:fs";
+import { dirname, join } from "node:path";
 import { LOCK_EX, LOCK_NB, LOCK_UN, loadNativeBinding, type NativeBinding } from "../atomicdir/renameat2.js";
 import { CertificateeError } from "../errors.js";
 
@@ -24,9 +34,14 @@ export async function acquireStateLock(stateDir: string): Promise<StateLock> {
 		});
 	}
 	const binding: NativeBinding = native.binding;
-	mkdirSync(stateDir, { recursive: true, mode: 0o700 });
 	const path = join(stateDir, ".lock");
-	const fd = openSync(path, "a+", 0o600);
+	let fd: number;
+	try {
+		mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+		fd = openSync(path, "a+", 0o600);
+	} catch (e) {
+		throw unwritable(stateDir, path, e);
+	}
 	let locked: boolean;
 	try {
 		locked = binding.flock(fd, LOCK_EX | LOCK_NB);
@@ -66,6 +81,53 @@ export async function acquireStateLock(stateDir: string): Promise<StateLock> {
 			closeSync(fd);
 		},
 	};
+}
+
+/**
+ * STATE_UNWRITABLE when this user cannot create or write the state directory (checked without writing: the
+ * directory, or the nearest parent that exists when it does not), for `validate` and before the lock is taken.
+ */
+export function stateDirProblem(stateDir: string): CertificateeError | undefined {
+	let at = stateDir;
+	for (;;) {
+		try {
+			if (!statSync(at).isDirectory()) {
+				return new CertificateeError("STATE_UNWRITABLE", `state_dir ${stateDir}: ${at} is not a directory`, {
+					context: { field: "state_dir", file: at },
+					hint: "point state_dir at a directory (or a path that can be created)",
+				});
+			}
+			break;
+		} catch (e) {
+			if ((e as NodeJS.ErrnoException).code !== "ENOENT" || dirname(at) === at)
+				return unwritable(stateDir, at, e);
+			at = dirname(at);
+		}
+	}
+	try {
+		accessSync(at, constants.W_OK | constants.X_OK);
+		return undefined;
+	} catch (e) {
+		return unwritable(stateDir, at, e);
+	}
+}
+
+function unwritable(stateDir: string, path: string, e: unknown): CertificateeError {
+	const code = (e as NodeJS.ErrnoException).code ?? "error";
+	const uid = process.getuid?.();
+	const who = uid === undefined ? "this user" : `uid ${uid}`;
+	const readOnly = code === "EROFS";
+	return new CertificateeError(
+		"STATE_UNWRITABLE",
+		`state directory ${stateDir} is not writable by ${who}: ${path}: ${readOnly ? "read-only file system" : code}`,
+		{
+			context: { field: "state_dir", file: path },
+			hint: readOnly
+				? "under systemd, list state_dir in ReadWritePaths= (or use StateDirectory=certificatee: /var/lib/certificatee)"
+				: `let ${who} write it (chown certificatee: ${stateDir}, mode 0700), or set state_dir to a directory it owns`,
+			cause: e,
+		},
+	);
 }
 
 /** The pid written in a state directory's lock file: the holder's while it is held, else the last one's. */

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -131,6 +131,10 @@ describe("cli/validate: source certificates", () => {
 		expect(r.stdout).toContain("2 problems");
 		expect(r.stdout).toContain("junk.pem");
 		expect(r.stdout).toContain("half.crt");
+		expect(r.stdout).toMatch(/sources\[0\]\.path: BUNDLE_NOT_PEM: .*junk\.pem/);
+		const json = await certificatee(["--json", "validate", "--config", f]);
+		const report = JSON.parse(json.stdout) as { problems: Array<{ code?: string; message: string }> };
+		expect(report.problems.map((p) => p.code).sort()).toEqual(["BUNDLE_NOT_PEM", "BUNDLE_NO_KEY"]);
 	});
 });
 
@@ -196,6 +200,31 @@ describe("cli/validate: what would fail later", () => {
 		expect(invalid.code).toBe(1);
 		expect(invalid.stdout).toContain("1 problem");
 		expect(invalid.stdout).toContain("sources[0].pth (line 2, column 37): unknown key: did you mean `path`?");
+	});
+
+	it("a state directory this user cannot write: validate --config-only fails naming it, and run says STATE_UNWRITABLE with a hint", async () => {
+		// As root, the CLI runs as nobody (root writes anywhere); otherwise as this user under a 0555 parent.
+		const asRoot = process.getuid?.() === 0;
+		const user = asRoot ? { uid: 65534, gid: 65534 } : {};
+		const base = join(dir, "unwritable");
+		mkdirSync(base, { recursive: true });
+		chmodSync(dir, 0o755);
+		chmodSync(base, 0o555);
+		const f = join(base, "certificatee.yaml");
+		writeFileSync(f, `state_dir: ${join(base, "state")}\nsources:\n  - { name: local, type: local-ca }\n`, {
+			mode: 0o644,
+		});
+		const checked = await cli(["validate", "--config-only", "--config", f], { cwd: base, ...user });
+		expect(checked.code, checked.stdout + checked.stderr).toBe(1);
+		expect(checked.stdout).toContain(
+			`state_dir: STATE_UNWRITABLE: state directory ${join(base, "state")} is not writable`,
+		);
+		expect(checked.stdout).toMatch(/hint: let uid \d+ write it/);
+		const run = await cli(["sync", "--config", f], { cwd: base, ...user });
+		expect(run.code).toBe(1);
+		expect(run.stderr).toMatch(
+			/^certificatee: STATE_UNWRITABLE: state directory .* is not writable by uid \d+: .*: EACCES\n {2}hint: /m,
+		);
 	});
 
 	it("every subcommand's --help shows the global options", async () => {

@@ -39,12 +39,20 @@ export interface CliResult {
 /** One command to completion. */
 export async function certificatee(
 	args: string[],
-	options: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
+	options: {
+		cwd?: string;
+		env?: Record<string, string>;
+		timeoutMs?: number;
+		uid?: number;
+		gid?: number;
+	} = {},
 ): Promise<CliResult> {
 	try {
 		const r = await run(process.execPath, [CLI, ...args], {
 			env: { ...process.env, NO_COLOR: "1", ...options.env },
 			...(options.cwd ? { cwd: options.cwd } : {}),
+			...(options.uid === undefined ? {} : { uid: options.uid }),
+			...(options.gid === undefined ? {} : { gid: options.gid }),
 			timeout: options.timeoutMs ?? 30_000,
 		});
 		return { code: 0, stdout: r.stdout, stderr: r.stderr };

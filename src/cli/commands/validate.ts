@@ -9,6 +9,7 @@ import type { Config } from "../../config/schema.js";
 import { isCertificateeError } from "../../errors.js";
 import { buildSources } from "../../sources/registry.js";
 import { openFileStore } from "../../store/file-store.js";
+import { stateDirProblem } from "../../store/lock.js";
 import { canonicalCollisions } from "../../targets/haproxy/naming.js";
 import type { CommandContext } from "../context.js";
 import { EXIT, ExitError } from "../exit.js";
@@ -35,7 +36,21 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 	try {
 		const loaded = ctx.loadConfig();
 		const fromSources = await sourceProblems(loaded.config);
-		const problems = options.configOnly ? [] : fromSources;
+		// Even with --config-only: the daemon cannot start without its state directory.
+		const state = stateDirProblem(loaded.config.state_dir);
+		const problems = [
+			...(state
+				? [
+						{
+							path: "state_dir",
+							code: state.code,
+							message: state.message,
+							...(state.hint ? { hint: state.hint } : {}),
+						},
+					]
+				: []),
+			...(options.configOnly ? [] : fromSources),
+		];
 		const warnings = options.configOnly ? fromSources : [];
 		// The HTTP client and the targets' drivers are loaded only for --online.
 		const online = options.online
@@ -62,7 +77,10 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 	else {
 		const n = report.problems.length;
 		ctx.out(n === 0 ? `${report.file}: valid` : `${report.file}: ${n} problem${n === 1 ? "" : "s"}`);
-		for (const p of report.problems) ctx.out(`  ${formatProblem(p)}`);
+		for (const p of report.problems) {
+			ctx.out(`  ${formatProblem(p)}`);
+			if (p.hint) ctx.out(`    hint: ${p.hint}`);
+		}
 		for (const p of report.warnings) ctx.out(`  warning: ${formatProblem(p)} (the daemon skips it)`);
 		if (report.online) printOnline(ctx, report.online);
 	}
@@ -96,7 +114,9 @@ async function sourceProblems(config: Config): Promise<Array<{ path: string; mes
 	const files = results.flatMap((r, i) =>
 		r.problems.map((p) => ({
 			path: `sources[${config.sources.findIndex((c) => c.name === sources[i]?.name)}].path`,
+			code: p.error.code,
 			message: p.error.message,
+			...(p.error.hint ? { hint: p.error.hint } : {}),
 		})),
 	);
 	// Certificates named by source files can collide on one storage name too (the config's are checked already).
