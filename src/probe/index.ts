@@ -67,16 +67,18 @@ function sentChain(peer: DetailedPeerCertificate): string[] {
 }
 
 /**
- * Node's code for a TLS alert the server sent (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`,
- * `ERR_SSL_TLSV1_UNRECOGNIZED_NAME`, …): the listener answered TLS and refused this name's handshake.
+ * Node's code for a TLS alert the server sent: the listener answered TLS and refused this name's handshake.
+ * OpenSSL 3.0 (Node 20) says `ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`, 3.5 (Node 22.20+, 24)
+ * `ERR_SSL_SSL/TLS_ALERT_HANDSHAKE_FAILURE`; `ERR_SSL_TLSV1_UNRECOGNIZED_NAME` and the like.
  */
-const SERVER_ALERT = /^ERR_SSL_(SSLV3|TLSV1)_ALERT_|^ERR_SSL_TLSV1_UNRECOGNIZED_NAME$/;
+const SERVER_ALERT = /^ERR_SSL_(SSLV3|TLSV1|SSL\/TLS)_(ALERT_|UNRECOGNIZED_NAME$)/;
 
+/** The alert's name without OpenSSL's protocol prefix ("sslv3 alert ", "ssl/tls alert "): "handshake failure". */
 function alertOf(e: unknown): { code: string; reason: string } | undefined {
 	if (typeof e !== "object" || e === null || !("code" in e) || typeof e.code !== "string") return undefined;
 	if (!SERVER_ALERT.test(e.code)) return undefined;
 	const reason = "reason" in e && typeof e.reason === "string" ? e.reason : e.code;
-	return { code: e.code, reason };
+	return { code: e.code, reason: reason.replace(/^(sslv3|tlsv1|ssl\/tls) (alert )?/, "") };
 }
 
 /**

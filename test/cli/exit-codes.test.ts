@@ -122,7 +122,7 @@ const rows: Row[] = [
 		config: () => setup({ files: { "shop.pem": v1.combinedPem, "first.pem": rsa.combinedPem } }),
 		code: 2,
 		stdout:
-			/^ {4}served first\.test: TLS probe of 127\.0\.0\.1:\d+ for first\.test: the server refused the handshake \(TLS alert: sslv3 alert handshake failure\): it holds no certificate for first\.test for a client of key type rsa \(want [0-9A-F]+\)$/m,
+			/^ {4}served first\.test: TLS probe of 127\.0\.0\.1:\d+ for first\.test: the server refused the handshake \(TLS alert: handshake failure\): it holds no certificate for first\.test for a client of key type rsa \(want [0-9A-F]+\)$/m,
 		last: /^not converged: 2 pending \(0\/1 endpoints converged\)$/,
 	},
 	{

@@ -66,7 +66,7 @@ describe("probe: what a TLS handshake by SNI shows", () => {
 		expect(handshakeRefused(refused)).toBe(true);
 		const message = (refused as Error).message;
 		expect(message).toBe(
-			`TLS probe of ${h.address} for p.test: the server refused the handshake (TLS alert: sslv3 alert handshake failure): it holds no certificate for p.test for a client of key type rsa`,
+			`TLS probe of ${h.address} for p.test: the server refused the handshake (TLS alert: handshake failure): it holds no certificate for p.test for a client of key type rsa`,
 		);
 		expect((refused as { hint?: string }).hint).toMatch(/deploy a certificate for p\.test \(key type rsa\)/);
 		// A port nobody listens on is no refusal by HAProxy: a write would not fix it.
