@@ -60,7 +60,12 @@ export interface HaproxyOptions {
 	globalLines?: string[];
 	frontendLines?: string[];
 	bindExtra?: string;
-	/** Leave `crt <crtDir>` / `crt-list <crtList>` off the bind line (a crt-store or ssl-f-use only layout). */
+	/**
+	 * Leave `crt <crtDir>` / `crt-list <crtList>` off the bind line (a crt-store or ssl-f-use only layout), or
+	 * every crt argument (`bindDefault: false`, the default certificate then comes first as `ssl-f-use crt
+	 * {dir}/default.pem`): HAProxy 3.2.0 leaves ssl-f-use certificates Unused on a bind that has its own crt.
+	 */
+	bindDefault?: boolean;
 	bindCrtDir?: boolean;
 	bindCrtList?: boolean;
 	/** The HAProxy binary (default HAPROXY_BIN): a version of the matrix, see haproxy-builds.ts. */
@@ -172,7 +177,7 @@ function config(o: {
 }): string {
 	const at = (text: string) => text.replaceAll("{dir}", o.dir);
 	const crts = [
-		`crt ${o.defaultPath}`,
+		...(o.layout.bindDefault === false ? [] : [`crt ${o.defaultPath}`]),
 		...(o.layout.bindCrtDir === false ? [] : [`crt ${o.crtDir}`]),
 		...(o.layout.bindCrtList === false ? [] : [`crt-list ${o.crtListPath}`]),
 		...o.pinned.map((p) => `crt ${p}`),
@@ -198,6 +203,7 @@ function config(o: {
 		"",
 		"frontend fe_tls",
 		`    bind 127.0.0.1:${o.port} ssl ${crts.join(" ")}`,
+		...(o.layout.bindDefault === false ? [`    ssl-f-use crt ${o.defaultPath}`] : []),
 		...(o.layout.frontendLines ?? []).map((l) => `    ${at(l)}`),
 		'    http-request return status 200 content-type text/plain string "ok\\n"',
 		"",
