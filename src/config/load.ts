@@ -30,7 +30,8 @@ export interface LoadedConfig {
 }
 
 export function defaultConfigPath(env: NodeJS.ProcessEnv = process.env): string {
-	return env.CERTIFICATEE_CONFIG ?? "./certificatee.yaml";
+	// Set but empty (`CERTIFICATEE_CONFIG= certificatee …`) is unset: "" is no file.
+	return env.CERTIFICATEE_CONFIG || "./certificatee.yaml";
 }
 
 /**
@@ -79,12 +80,27 @@ function schemaProblems(issues: z.core.$ZodIssue[], tree: unknown, superseded: S
 		const path = formatPath(issue.path);
 		if (issue.code === "unrecognized_keys" || superseded.has(path) || suggested.has(path)) continue;
 		const missing = issue.code === "invalid_type" && /received undefined$/.test(issue.message);
+		const kind = unknownKind(issue, tree);
 		out.push({
 			path,
-			message: missing ? `missing: this key is required (${issue.expected})` : issue.message,
+			message: kind ?? (missing ? `missing: this key is required (${issue.expected})` : issue.message),
 		});
 	}
 	return out;
+}
+
+/** An unknown `type` of a source or target: what was written, the closest kind, and every kind. */
+function unknownKind(issue: z.core.$ZodIssue, tree: unknown): string | undefined {
+	if (issue.code !== "invalid_union") return undefined;
+	const { discriminator, options } = issue as { discriminator?: unknown; options?: unknown };
+	if (typeof discriminator !== "string" || !Array.isArray(options)) return undefined;
+	let value: unknown = tree;
+	for (const step of issue.path) value = (value as Record<PropertyKey, unknown> | undefined)?.[step];
+	const kinds = options.map(String);
+	if (value === undefined) return `missing: this key is required (one of ${kinds.join(", ")})`;
+	const near = typeof value === "string" ? closestKey(value, kinds) : undefined;
+	const all = `known: ${kinds.join(", ")}`;
+	return `unknown ${discriminator} "${String(value)}": ${near ? `did you mean \`${near}\`? (${all})` : all}`;
 }
 
 function withListenDefault(raw: unknown, env: NodeJS.ProcessEnv): unknown {
@@ -163,7 +179,10 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
 			`${file}: cannot read the configuration (${code ?? "error"})`,
 			{
 				context: { file },
-				hint: "pass --config FILE or set CERTIFICATEE_CONFIG; `certificatee demo` runs the embedded default",
+				hint:
+					code === "ENOENT"
+						? "pass -c FILE (--config FILE) or set $CERTIFICATEE_CONFIG (default ./certificatee.yaml); `certificatee demo` runs the embedded default"
+						: "check the file's permissions: certificatee must be able to read it",
 			},
 		);
 	}

@@ -106,6 +106,28 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		expect(r.code).toBe(1);
 		expect(r.stdout).toContain("nope.yaml");
 		expect(r.stdout).toContain("ENOENT");
+		expect(r.stdout).toContain("CONFIG_NOT_FOUND");
+		expect(r.stdout).toMatch(/hint: pass -c FILE .* \$CERTIFICATEE_CONFIG/);
+		const status = await certificatee(["status"], { CERTIFICATEE_CONFIG: "" });
+		expect(status.code).toBe(1);
+		expect(status.stderr).toMatch(/CONFIG_NOT_FOUND: \.\/certificatee\.yaml: .*\n {2}hint: pass -c FILE/);
+	});
+
+	it("an unknown source or target type names the value and suggests the closest kind", async () => {
+		const f = join(dir, "kind.yaml");
+		writeFileSync(
+			f,
+			"sources:\n  - { name: files, type: directry, path: /etc/certs }\ntargets:\n  - { name: lb, type: haproxy-runtim, socket: /run/h.sock, crt_dir: /etc/h }\n",
+		);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain(
+			'sources[0].type (line 2, column 20): unknown type "directry": did you mean `directory`?',
+		);
+		expect(r.stdout).toContain(
+			'targets[0].type (line 4, column 17): unknown type "haproxy-runtim": did you mean `haproxy-runtime`?',
+		);
+		expect(r.stdout).not.toContain("Invalid discriminator");
 	});
 
 	it("prints the version and help", async () => {

@@ -69,7 +69,10 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 		report = {
 			file: e.context.file ?? file,
 			ok: false,
-			problems: problems.length > 0 ? problems : [{ path: "(file)", message: e.message }],
+			problems:
+				problems.length > 0
+					? problems
+					: [{ path: "(file)", code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) }],
 			warnings: [],
 		};
 	}
