@@ -25,6 +25,8 @@ export interface DemoOptions {
 	signals: NodeJS.EventEmitter;
 	/** Certificate lifetime; renewal at 1/3 left. Default 90s. */
 	lifetime?: string;
+	/** How to run the CLI in the lines printed for the operator (default `certificatee`). */
+	command?: string;
 }
 
 export const DEMO_CERTIFICATES = [
@@ -147,7 +149,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 					);
 				}
 				out(`  metrics: curl http://${address}/metrics   health: http://${address}/readyz`);
-				out(`  the whole story: certificatee status -c ${configFile}`);
+				out(`  the whole story: ${options.command ?? "certificatee"} status -c ${configFile}`);
 				out("");
 			},
 		});

@@ -158,8 +158,10 @@ describe("demo (the built CLI as a child process)", () => {
 			5_000,
 		);
 		// `certificatee status` on the configuration file the demo printed tells the same story.
-		const configFile = /certificatee status -c (\S+)/.exec(printed)?.[1] ?? "";
-		const status = await run(process.execPath, [cli, "--json", "status", "-c", configFile], { env });
+		// Run exactly as printed (in the demo's directory, through a shell): `certificatee` only when it is on PATH.
+		const shown = /the whole story: (.+ status -c \S+)$/m.exec(printed)?.[1] ?? "";
+		expect(shown).toMatch(/^(certificatee|node \S+main\.js) status -c /);
+		const status = await run("sh", ["-c", `${shown} --json`], { env });
 		const summary = (JSON.parse(status.stdout) as { summary: StatusSummary }).summary;
 		expect(summary.certificates.map((c) => [c.name, c.issuer])).toEqual([
 			["demo-a", "demo-ca"],

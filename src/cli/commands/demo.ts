@@ -1,4 +1,6 @@
 /** `certificatee demo` (the embedded default) and `certificatee ca export`. */
+import { accessSync, constants } from "node:fs";
+import { delimiter, isAbsolute, join, relative } from "node:path";
 import { runDemo } from "../../demo/index.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { createLocalCaIssuer } from "../../sources/local-ca/index.js";
@@ -15,7 +17,30 @@ export async function demoCommand(
 		log: ctx.log,
 		out: ctx.out,
 		signals: process,
+		command: howToRun(ctx.env),
 	});
+}
+
+/**
+ * How the operator runs this CLI again from here: `certificatee` when it is on PATH, else the way this process
+ * was started (`node dist/cli/main.js` after ./scripts/demo.sh), so every line the demo prints works as shown.
+ */
+function howToRun(env: NodeJS.ProcessEnv): string {
+	for (const dir of (env.PATH ?? "").split(delimiter)) {
+		if (dir === "") continue;
+		try {
+			accessSync(join(dir, "certificatee"), constants.X_OK);
+			return "certificatee";
+		} catch {
+			// Not there.
+		}
+	}
+	const script = process.argv[1] ?? "dist/cli/main.js";
+	const shown =
+		isAbsolute(script) && !relative(process.cwd(), script).startsWith("..")
+			? relative(process.cwd(), script)
+			: script;
+	return `node ${shown}`;
 }
 
 export async function caExportCommand(ctx: CommandContext, options: { source?: string }): Promise<void> {
