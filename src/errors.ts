@@ -35,6 +35,8 @@ export const ERROR_CODES = [
 	"RUNTIME_COMMAND_FAILED",
 	/** HAProxy refused `del ssl cert`: a crt-list, crt directory or `crt` line still uses the certificate. */
 	"RUNTIME_CERT_IN_USE",
+	/** The Data Plane API (client-native) refuses to read a runtime certificate whose key is a separate file (3.2+). */
+	"RUNTIME_SEPARATE_KEY",
 	"RUNTIME_LOCKED",
 	"RUNTIME_PAYLOAD_TOO_LARGE",
 	"RUNTIME_RELOADED",

@@ -20,6 +20,7 @@ export interface ApiCalls {
 		path: string,
 		schema: S,
 		signal: AbortSignal,
+		refusal?: Exchange["refusal"],
 	): Promise<z.output<S>>;
 	/** A write, after every earlier write of this endpoint finished. */
 	write<T>(exchange: Omit<Exchange, "read">, accept: (reply: Reply) => T, signal: AbortSignal): Promise<T>;
@@ -34,8 +35,14 @@ export function createApiCalls(endpoint: string, http: HttpClient): ApiCalls {
 		writeLock(() => http.call({ ...exchange, read: false }, accept, signal));
 	return {
 		endpoint,
-		read: (operation, path, schema, signal) => {
-			const exchange: Exchange = { operation, method: "GET", path, read: true };
+		read: (operation, path, schema, signal, refusal) => {
+			const exchange: Exchange = {
+				operation,
+				method: "GET",
+				path,
+				read: true,
+				...(refusal ? { refusal } : {}),
+			};
 			return http.call(exchange, (reply) => parseBody(endpoint, exchange, reply, schema), signal);
 		},
 		write,

@@ -6,6 +6,7 @@
  */
 import { createApiCalls } from "./calls.js";
 import { type CrtListApi, createCrtListApi } from "./crt-list-api.js";
+import { type CrtStoreApi, createCrtStoreApi } from "./crt-store-api.js";
 import { createHttpClient, defaultRetryPolicy, type HttpClient, type HttpDeps } from "./http.js";
 import { createMapsApi, type MapsApi } from "./maps-api.js";
 import { createRuntimeApi, type RuntimeApi } from "./runtime-api.js";
@@ -21,6 +22,7 @@ import { createStorageApi, type StorageApi } from "./storage-api.js";
 export { sanitizeStorageName } from "../haproxy/naming.js";
 export type { ReloadCaused } from "./calls.js";
 export type { CrtListApi, NewCrtListEntry } from "./crt-list-api.js";
+export type { CrtStoreApi } from "./crt-store-api.js";
 export type { MapsApi } from "./maps-api.js";
 export type { RuntimeApi } from "./runtime-api.js";
 export type { StorageApi, StorageItem, StorageWrite } from "./storage-api.js";
@@ -29,6 +31,8 @@ export interface DataplaneClient {
 	readonly storage: StorageApi;
 	readonly runtime: RuntimeApi;
 	readonly crtLists: CrtListApi;
+	/** crt-store sections and their loads (configuration, read only). */
+	readonly crtStores: CrtStoreApi;
 	readonly maps: MapsApi;
 	info(signal: AbortSignal): Promise<DataplaneInfo>;
 	/** The HAProxy worker the API's runtime client reaches (pid, uptime, node). */
@@ -60,6 +64,7 @@ export function createDataplaneClient(
 		storage: createStorageApi(calls),
 		runtime: createRuntimeApi(calls),
 		crtLists: createCrtListApi(calls),
+		crtStores: createCrtStoreApi(calls),
 		maps: createMapsApi(calls),
 		info: (signal) => calls.read("getInfo", "/info", infoSchema, signal),
 		processInfo: (signal) =>

@@ -271,7 +271,8 @@ function statusFailure(
 			retryable: transient,
 			...(hint ? { hint } : {}),
 		}),
-		retry: locked ? "safe" : transient ? "transient" : "never",
+		// A refusal the message names is the server's answer, not a hiccup: asking again gets the same.
+		retry: locked ? "safe" : transient && refused === undefined ? "transient" : "never",
 	};
 }
 

@@ -12,7 +12,8 @@ import type { ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/mode
 import { crtListLine, isCrtDirectory } from "../haproxy/crt-list.js";
 import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { DataplaneClient } from "./client.js";
-import type { CrtListEntry, SslCertificate } from "./schema.js";
+import { type LoadPlacement, placeLoads } from "./crt-stores.js";
+import type { CrtListEntry, CrtLoad, CrtStore, SslCertificate } from "./schema.js";
 
 function date(value: string | null | undefined): Date | undefined {
 	if (!value) return undefined;
@@ -80,6 +81,8 @@ export interface FetchedStorage {
 export interface FetchedRuntime {
 	name: string;
 	meta: RefMeta;
+	/** Why the API cannot read its metadata (RUNTIME_SEPARATE_KEY): HAProxy lists it, nothing more is known. */
+	unreadable?: string;
 }
 
 /**
@@ -134,6 +137,52 @@ export function joinRefs(
 }
 
 /**
+ * The refs of crt-store loads: one per load, named by its certificate file's storage name (else by HAProxy's
+ * `@store/alias` name), holding HAProxy's runtime entry and the storage metadata of its certificate file.
+ * Observed only (`external`): certificatee does not write crt-store files through the API yet (a `key` file
+ * beside the certificate must change with it). A runtime `@…` name no load explains (an unnamed store, whose
+ * loads the API cannot address, or a server without the crt_stores endpoints) is observed the same way.
+ */
+export function crtStoreRefs(
+	placements: readonly LoadPlacement[],
+	storage: ReadonlyMap<string, FetchedStorage>,
+	runtime: readonly FetchedRuntime[],
+): ObservedRef[] {
+	const held = new Map(runtime.map((r) => [r.name, r]));
+	const refs: ObservedRef[] = [];
+	const placed = new Set<string>();
+	for (const p of placements) {
+		placed.add(p.runtimeName);
+		const r = held.get(p.runtimeName);
+		const file = p.certRef === undefined ? undefined : storage.get(p.certRef);
+		if (r === undefined && file === undefined) continue;
+		const files = [p.certFile ?? "?", ...(p.keyFile ? [`key ${p.keyFile}`] : [])].join(", ");
+		const why = p.acme
+			? `managed by HAProxy's own ACME client (acme section "${p.acme}")`
+			: (p.unwritable ?? "certificatee does not write crt-store files through the Data Plane API");
+		refs.push({
+			ref: p.certRef ?? p.runtimeName,
+			runtimeName: p.runtimeName,
+			...(file?.meta === undefined ? {} : { storage: file.meta }),
+			...(r === undefined ? {} : { runtime: r.meta }),
+			crtLists: [],
+			external: `crt-store load ${p.runtimeName} (${files}): ${why}${r?.unreadable ? `; ${r.unreadable}` : ""}`,
+		});
+	}
+	for (const r of runtime) {
+		if (!r.name.startsWith("@") || placed.has(r.name)) continue;
+		refs.push({
+			ref: r.name,
+			runtimeName: r.name,
+			runtime: r.meta,
+			crtLists: [],
+			external: `crt-store certificate ${r.name}: the Data Plane API shows no load for it (an unnamed crt-store, or a server before v3.2)`,
+		});
+	}
+	return refs;
+}
+
+/**
  * A listed item whose GET answers 404 (a file with dots in its name put there by other means, dataplaneapi
  * #337; a runtime entry removed meanwhile) is kept with empty metadata rather than failing the endpoint.
  */
@@ -145,6 +194,23 @@ async function metaOrEmpty(
 		return map(await get());
 	} catch (e) {
 		if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return {};
+		throw e;
+	}
+}
+
+const SEPARATE_KEY_NOTE = "the Data Plane API cannot read it from HAProxy (its key is a separate file)";
+
+/** A runtime certificate's metadata; one the API refuses to read (a separate key file, 3.2+) is unreadable. */
+async function fetchRuntime(
+	client: DataplaneClient,
+	name: string,
+	signal: AbortSignal,
+): Promise<FetchedRuntime> {
+	try {
+		return { name, meta: await metaOrEmpty(() => client.runtime.get(name, signal), runtimeMeta) };
+	} catch (e) {
+		if (isCertificateeError(e, "RUNTIME_SEPARATE_KEY"))
+			return { name, meta: {}, unreadable: SEPARATE_KEY_NOTE };
 		throw e;
 	}
 }
@@ -211,52 +277,11 @@ export interface ObserveOptions {
 	storageDir?: string;
 }
 
-/**
- * Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. A storage name the
- * API's sanitiser changes is never fetched: its GET would answer for another file (the keeper's, typically).
- */
-export async function observeEndpoint(
-	client: DataplaneClient,
-	options: ObserveOptions,
-	signal: AbortSignal,
-): Promise<{ refs: ObservedRef[]; crtLists: ObservedCrtList[] }> {
-	const [items, names, lists] = await Promise.all([
-		client.storage.list(signal),
-		client.runtime.list(signal),
-		client.crtLists.lists(signal),
-	]);
-	const storage = new Array<FetchedStorage>(items.length);
-	const runtime = new Array<FetchedRuntime>(names.length);
-	const entries = new Array<{ list: string; entries: CrtListEntry[] }>(lists.length);
-	// A few workers pull the next GET from one list of all of them: nothing is queued per item (thousands of
-	// pending promises per endpoint), and each answer is reduced to its metadata as soon as it arrives.
-	const jobs = items.length + names.length + lists.length;
-	const run = async (k: number): Promise<void> => {
-		if (k < items.length) {
-			const i = items[k] as (typeof items)[number];
-			const file = i.file === undefined ? {} : { file: i.file };
-			storage[k] = !apiAddressable(i.storageName)
-				? { storageName: i.storageName, ...file, meta: {}, addressedAs: sanitizeStorageName(i.storageName) }
-				: {
-						storageName: i.storageName,
-						...file,
-						meta: await metaOrEmpty(() => client.storage.get(i.storageName, signal), storageMeta),
-					};
-			return;
-		}
-		const r = k - items.length;
-		if (r < names.length) {
-			const name = names[r] as string;
-			runtime[r] = { name, meta: await metaOrEmpty(() => client.runtime.get(name, signal), runtimeMeta) };
-			return;
-		}
-		const list = lists[r - names.length] as string;
-		entries[r - names.length] = { list, entries: await client.crtLists.entries(list, signal) };
-	};
+/** Runs `jobs` GETs with a few workers; after the first error (the endpoint's failure) no further GET is sent. */
+async function runJobs(jobs: number, concurrency: number, run: (k: number) => Promise<void>): Promise<void> {
 	let next = 0;
 	let failed = false;
 	const worker = async () => {
-		// After the first error (the endpoint's failure) no further GET is sent.
 		while (!failed && next < jobs) {
 			try {
 				await run(next++);
@@ -266,10 +291,102 @@ export async function observeEndpoint(
 			}
 		}
 	};
-	await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, jobs)) }, worker));
+	await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, jobs)) }, worker));
+}
+
+/** A storage file's metadata, never fetched when the API would address another file by its name. */
+async function fetchStorage(
+	client: DataplaneClient,
+	item: { storageName: string; file?: string },
+	signal: AbortSignal,
+): Promise<FetchedStorage> {
+	const file = item.file === undefined ? {} : { file: item.file };
+	if (!apiAddressable(item.storageName)) {
+		return {
+			storageName: item.storageName,
+			...file,
+			meta: {},
+			addressedAs: sanitizeStorageName(item.storageName),
+		};
+	}
+	return {
+		storageName: item.storageName,
+		...file,
+		meta: await metaOrEmpty(() => client.storage.get(item.storageName, signal), storageMeta),
+	};
+}
+
+/**
+ * Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. A storage name the
+ * API's sanitiser changes is never fetched: its GET would answer for another file (the keeper's, typically).
+ * crt-store loads come from the configuration endpoints; their certificate and key files are read even when
+ * the storage listing skips them (a certificate without its key, a key alone).
+ */
+export async function observeEndpoint(
+	client: DataplaneClient,
+	options: ObserveOptions,
+	signal: AbortSignal,
+): Promise<{ refs: ObservedRef[]; crtLists: ObservedCrtList[] }> {
+	const [items, names, lists, stores] = await Promise.all([
+		client.storage.list(signal),
+		client.runtime.list(signal),
+		client.crtLists.lists(signal),
+		client.crtStores.stores(signal),
+	]);
+	// An unnamed store's loads have no URL (its name is ""): its certificates are observed from the runtime only.
+	const named = stores.filter((st) => st.name !== "");
+	const storage = new Array<FetchedStorage>(items.length);
+	const runtime = new Array<FetchedRuntime>(names.length);
+	const entries = new Array<{ list: string; entries: CrtListEntry[] }>(lists.length);
+	const loads = new Array<CrtStore & { loads: CrtLoad[] }>(named.length);
+	// A few workers pull the next GET from one list of all of them: nothing is queued per item (thousands of
+	// pending promises per endpoint), and each answer is reduced to its metadata as soon as it arrives.
+	const offsets = [items.length, names.length, lists.length, named.length];
+	await runJobs(
+		offsets.reduce((a, b) => a + b, 0),
+		options.concurrency,
+		async (k) => {
+			if (k < items.length) {
+				storage[k] = await fetchStorage(client, items[k] as (typeof items)[number], signal);
+				return;
+			}
+			const r = k - items.length;
+			if (r < names.length) {
+				runtime[r] = await fetchRuntime(client, names[r] as string, signal);
+				return;
+			}
+			const l = r - names.length;
+			if (l < lists.length) {
+				const list = lists[l] as string;
+				entries[l] = { list, entries: await client.crtLists.entries(list, signal) };
+				return;
+			}
+			const st = named[l - lists.length] as CrtStore;
+			loads[l - lists.length] = { ...st, loads: await client.crtStores.loads(st.name, signal) };
+		},
+	);
+	const placements = options.storageDir === undefined ? [] : placeLoads(loads, options.storageDir);
+	// The files of crt-store loads are part of their load's ref, never refs of their own.
+	const storeFiles = new Set(placements.flatMap((p) => [p.certRef, p.keyRef]).filter((f) => f !== undefined));
+	const byName = new Map(storage.map((f) => [f.storageName, f]));
+	const unlisted = [...storeFiles].filter((f) => !byName.has(f));
+	const extra = new Array<FetchedStorage>(unlisted.length);
+	await runJobs(unlisted.length, options.concurrency, async (k) => {
+		extra[k] = await fetchStorage(client, { storageName: unlisted[k] as string }, signal);
+	});
+	for (const f of extra) if (Object.keys(f.meta).length > 0) byName.set(f.storageName, f);
+	const placedNames = new Set(placements.map((p) => p.runtimeName));
+	const plainRuntime = runtime.filter((r) => !r.name.startsWith("@") && !placedNames.has(r.name));
 	const crtDirectories = options.storageDir === undefined ? [] : [options.storageDir];
 	return {
-		refs: joinRefs(storage, runtime, crtListMembership(entries, runtime, options.storageDir)),
+		refs: [
+			...joinRefs(
+				storage.filter((f) => !storeFiles.has(f.storageName)),
+				plainRuntime,
+				crtListMembership(entries, plainRuntime, options.storageDir),
+			),
+			...crtStoreRefs(placements, byName, runtime),
+		].sort((a, b) => a.ref.localeCompare(b.ref)),
 		crtLists: describeCrtLists(entries, crtDirectories),
 	};
 }

@@ -88,6 +88,35 @@ export type CrtListEntry = z.output<typeof crtListEntrySchema>;
 export const crtListEntriesSchema = z.array(crtListEntrySchema);
 export const crtListsSchema = z.array(z.looseObject({ file: z.string() }));
 
+/** `crt_store` as GET /configuration/crt_stores sends it: the section only, never its loads. */
+export const crtStoreSchema = z.looseObject({
+	/** "" for an unnamed `crt-store` section (HAProxy's `@/<alias>`). */
+	name: z.string(),
+	crt_base: z.string().optional(),
+	key_base: z.string().optional(),
+});
+export type CrtStore = z.output<typeof crtStoreSchema>;
+export const crtStoresSchema = z.array(crtStoreSchema);
+
+/** `crt_load`: the configuration's tokens, quotes included (client-native keeps them). */
+export const crtLoadSchema = z.looseObject({
+	certificate: z.string().min(1),
+	key: z.string().optional(),
+	alias: z.string().optional(),
+	ocsp: z.string().optional(),
+	issuer: z.string().optional(),
+	sctl: z.string().optional(),
+	ocsp_update: z.string().optional(),
+	acme: z.string().optional(),
+	domains: z.array(z.string()).nullish(),
+});
+export type CrtLoad = z.output<typeof crtLoadSchema>;
+/** A store without loads answers null (a nil Go slice), against the spec. */
+export const crtLoadsSchema = z
+	.array(crtLoadSchema)
+	.nullable()
+	.transform((loads) => loads ?? []);
+
 export const infoSchema = z.looseObject({
 	api: z.looseObject({ version: z.string().optional(), build_date: z.string().optional() }).optional(),
 	system: z.looseObject({ hostname: z.string().optional() }).optional(),

@@ -1,0 +1,94 @@
+/**
+ * Where each crt-store load's files are, from the API's crt_stores and crt_loads (docs/haproxy-dataplane-target.md,
+ * "crt-stores (HAProxy 3.x)"). Pure: HAProxy's runtime name of a load, its certificate and key files, the storage
+ * names of those files when they sit in the API's storage directory, or why certificatee cannot write them.
+ */
+import { basename, dirname, isAbsolute, join } from "node:path";
+import { storageDirName } from "../../reconcile/model.js";
+import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
+import type { CrtLoad, CrtStore } from "./schema.js";
+
+/** HAProxy's unquoting of one configuration token (client-native hands tokens over with their quotes). */
+export function unquote(token: string): string {
+	const m = /^"(.*)"$|^'(.*)'$/s.exec(token);
+	return m ? (m[1] ?? m[2] ?? "") : token.replace(/\\(.)/g, "$1");
+}
+
+export interface LoadPlacement {
+	/** HAProxy's name for it: `@<store>/<alias>`, or `@<store>/<crt as written>` without an alias. */
+	runtimeName: string;
+	store: string;
+	/** Absolute path of the certificate file, when the store says where it is. */
+	certFile?: string;
+	/** Absolute path of the key file of a `key` argument (which overrides a key inside the certificate file). */
+	keyFile?: string;
+	/** The storage names of those files in the API's storage directory. */
+	certRef?: string;
+	keyRef?: string;
+	/** HAProxy's own ACME client manages it (the load's `acme` section): never written by certificatee. */
+	acme?: string;
+	/** Why certificatee cannot write it through the API (its files are unknown or outside storage). */
+	unwritable?: string;
+}
+
+/** One file of a load: an absolute path as HAProxy resolves it, or why it cannot tell. */
+function resolve(token: string, base: string | undefined, what: string): { path: string } | { why: string } {
+	const file = unquote(token);
+	if (isAbsolute(file)) return { path: file };
+	if (base !== undefined && base !== "") return { path: join(unquote(base), file) };
+	return {
+		why:
+			what === "key"
+				? `its key "${file}" is relative and the store has no key-base (HAProxy reads it from its working directory)`
+				: `its certificate "${file}" is relative and the store has no crt-base (the global crt-base applies, which the API's crt-store view does not show)`,
+	};
+}
+
+/** The storage name of a file in the storage directory, or why the API's storage cannot write it. */
+function storageRef(path: string, storageDir: string): { ref: string } | { why: string } {
+	if (dirname(path) !== storageDirName(storageDir)) {
+		return {
+			why: `${path} is outside storage_dir ${storageDirName(storageDir)}: the API's storage cannot write it`,
+		};
+	}
+	const ref = basename(path);
+	if (!apiAddressable(ref)) {
+		return { why: `the API would address ${ref} as ${sanitizeStorageName(ref)}: rename it on disk` };
+	}
+	return { ref };
+}
+
+/** Every load of every store, placed. Stores come in any order; loads keep their order within a store. */
+export function placeLoads(
+	stores: ReadonlyArray<CrtStore & { loads: readonly CrtLoad[] }>,
+	storageDir: string,
+): LoadPlacement[] {
+	const placed: LoadPlacement[] = [];
+	for (const store of [...stores].sort((a, b) => a.name.localeCompare(b.name))) {
+		for (const load of store.loads) {
+			const runtimeName = `@${store.name}/${unquote(load.alias ?? load.certificate)}`;
+			const p: LoadPlacement = { runtimeName, store: store.name };
+			if (load.acme !== undefined && load.acme !== "") p.acme = unquote(load.acme);
+			const why: string[] = [];
+			const cert = resolve(load.certificate, store.crt_base, "certificate");
+			if ("path" in cert) {
+				p.certFile = cert.path;
+				const ref = storageRef(cert.path, storageDir);
+				if ("ref" in ref) p.certRef = ref.ref;
+				else why.push(ref.why);
+			} else why.push(cert.why);
+			if (load.key !== undefined && load.key !== "") {
+				const key = resolve(load.key, store.key_base, "key");
+				if ("path" in key) {
+					p.keyFile = key.path;
+					const ref = storageRef(key.path, storageDir);
+					if ("ref" in ref) p.keyRef = ref.ref;
+					else why.push(ref.why);
+				} else why.push(key.why);
+			}
+			if (why.length > 0) p.unwritable = why.join("; ");
+			placed.push(p);
+		}
+	}
+	return placed;
+}
