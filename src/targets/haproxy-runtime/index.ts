@@ -6,6 +6,7 @@
  * (docs/reloads.md), never by a write. The client: socket.ts (operations), session.ts (connection), command.ts (requests and
  * answers), parse.ts (`show` answers), transaction.ts (whole certificate writes).
  */
+import { parseAddress } from "../../base/address.js";
 import { probeServed } from "../../probe/index.js";
 import { type EndpointDriver, runtimeNameOf, storageDirName } from "../../reconcile/model.js";
 import { applyRuntimeAction, applyRuntimeBatch, BATCHED_OPS } from "./apply.js";
@@ -14,6 +15,7 @@ import { reloadThroughMaster } from "./master.js";
 import { observeRuntime, workerInfo } from "./observe.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
+import { settledWorker } from "./workers.js";
 
 export { checkNameRemoval } from "../haproxy/guard.js";
 export { type RuntimeTargetConfig, runtimeTargetSchema } from "./schema.js";
@@ -60,6 +62,7 @@ export function createRuntimeEndpoint(
 		crtListFiles: [],
 		touched: untouched(),
 	};
+	const local = isUnixSocket(config.socket);
 	const driver: RuntimeEndpoint = {
 		name: config.name,
 		reinserts: true,
@@ -67,7 +70,7 @@ export function createRuntimeEndpoint(
 		apply: (action, signal) => applyRuntimeAction(ctx, action, signal),
 		applyBatch: (actions, signal) => applyRuntimeBatch(ctx, actions, signal),
 		batches: BATCHED_OPS,
-		worker: async () => workerInfo(await client.checkWorker()),
+		worker: async () => workerInfo(await settledWorker(client, { local, timeoutMs: config.timeout })),
 		close: () => client.close(),
 	};
 	const master = config.master_cli ?? (config.master_socket ? config.socket : undefined);
@@ -94,4 +97,12 @@ export function createRuntimeEndpoint(
 			});
 	}
 	return driver;
+}
+
+function isUnixSocket(address: string): boolean {
+	try {
+		return "path" in parseAddress(address);
+	} catch {
+		return false;
+	}
 }
