@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -97,6 +97,36 @@ describe("deploy kit", () => {
 				).toMatch(/^-\//);
 			expect(paths("ReadWritePaths")).toContain("-/run/haproxy");
 			expect(unit).toMatch(/^ExecStartPre=\/usr\/bin\/certificatee validate --config-only$/m);
+		},
+	);
+
+	it.each(UNITS)(
+		"the unit %s can write every path of the documented runtime target, and reach its documented stats socket",
+		(file) => {
+			const unit = readFileSync(join(root, "deploy/systemd", file), "utf8");
+			const writable = unit
+				.split("\n")
+				.filter((l) => l.startsWith("ReadWritePaths="))
+				.flatMap((l) => l.slice("ReadWritePaths=".length).split(/\s+/))
+				.map((p) => p.replace(/^-/, ""));
+			const doc = readFileSync(join(root, "docs/haproxy-runtime-target.md"), "utf8");
+			const example = parse(/```yaml\n([\s\S]*?)```/.exec(doc)?.[1] ?? "") as {
+				targets: Array<{ socket: string; crt_dir: string; crt_list?: string }>;
+			};
+			const target = example.targets[0];
+			expect(target?.crt_list).toBeDefined();
+			// crt_dir is written into; the crt-list file is replaced through a temporary file in its directory.
+			for (const dir of [
+				target?.crt_dir ?? "",
+				dirname(target?.crt_list ?? ""),
+				dirname(target?.socket ?? ""),
+			])
+				expect(writable, `${dir} is not in ReadWritePaths`).toContain(dir);
+			// The unit's user reaches the socket through its supplementary group, so the socket must be group-writable.
+			const group = /^SupplementaryGroups=(\S+)$/m.exec(unit)?.[1];
+			const socketLine = /^\s*stats socket \S+ .*$/m.exec(doc)?.[0] ?? "";
+			expect(socketLine).toMatch(/\bmode 6[67]0\b/);
+			expect(socketLine).toContain(`group ${group}`);
 		},
 	);
 
