@@ -11,6 +11,7 @@ import type { Logger } from "../log.js";
 import type { ClusterView } from "../metrics/cluster.js";
 import type { LoopHealth } from "../metrics/health.js";
 import type { Metrics } from "../metrics/index.js";
+import { registerDaemonMetrics } from "../metrics/process.js";
 import { type HealthServer, startHealthServer } from "../metrics/server.js";
 import { type StatusDocument, statusDocument } from "../metrics/status-view.js";
 import { type CycleDeps, runCycle } from "../reconcile/cycle.js";
@@ -134,9 +135,11 @@ async function start(options: DaemonOptions, clock: Clock) {
 		intervalMs: loaded.config.interval,
 		startedAt: clock.now(),
 		configLoaded: true,
+		configLoadedAt: clock.now(),
 	};
 	metrics.recordInterval(loaded.config.interval);
 	const running: Running = { loaded, engine, health, failures: new Map(), failedCycles: 0 };
+	registerDaemonMetrics(metrics.registry, () => running.health);
 	// Read through `running`, so a reloaded engine's cluster is the one shown.
 	metrics.recordCluster(() => running.engine.cluster?.());
 	let server: HealthServer;
@@ -243,11 +246,17 @@ async function runOneCycle(running: Running, stop: AbortSignal, options: DaemonO
  */
 async function reload(running: Running, options: DaemonOptions, wakeUp: () => void): Promise<void> {
 	const { log, metrics } = options;
+	const now = () => (options.clock ?? systemClock).now();
+	const rejected = (e: unknown) => {
+		const error = isCertificateeError(e) ? `${e.code}: ${describeError(e)}` : describeError(e);
+		running.health.configRejected = { at: now(), error };
+		log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+	};
 	let next: LoadedConfig;
 	try {
 		next = options.loadConfig();
 	} catch (e) {
-		log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+		rejected(e);
 		return;
 	}
 	await running.engine.close();
@@ -262,9 +271,11 @@ async function reload(running: Running, options: DaemonOptions, wakeUp: () => vo
 		running.loaded = next;
 		running.health.intervalMs = next.config.interval;
 		metrics.recordInterval(next.config.interval);
+		running.health.configLoadedAt = now();
+		delete running.health.configRejected;
 		log.info({ config: next.file }, "configuration reloaded");
 	} catch (e) {
-		log.error({ error: describeError(e) }, "new configuration rejected; keeping the old one");
+		rejected(e);
 		running.engine = await options.build(running.loaded.config);
 	}
 	running.engine.watch?.(wakeUp);

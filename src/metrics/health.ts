@@ -10,6 +10,10 @@ export interface LoopHealth {
 	/** When the daemon started (ms since the epoch). */
 	startedAt: number;
 	configLoaded: boolean;
+	/** When the running configuration was loaded (start, or a SIGHUP that was taken), ms since the epoch. */
+	configLoadedAt?: number;
+	/** The last SIGHUP's configuration was rejected (the old one runs on): when, and why. */
+	configRejected?: { at: number; error: string };
 	/** Start of the cycle running now; undefined between cycles. */
 	cycleRunningSince?: number;
 	lastFinishedAt?: number;
@@ -54,6 +58,8 @@ export interface Readiness {
 	unobservedTargets: string[];
 	/** Endpoints that were not observed or had a failure in the last cycle. */
 	failedEndpoints: Array<{ target: string; endpoint: string; error: string }>;
+	/** The last SIGHUP's configuration was rejected: still ready (the old one runs), but said here and in `reason`. */
+	configRejected?: { at: string; error: string };
 }
 
 export function readiness(h: LoopHealth): Readiness {
@@ -68,7 +74,16 @@ export function readiness(h: LoopHealth): Readiness {
 		}),
 	);
 	const unobservedTargets = outcome?.unobservedTargets ?? [];
-	const base = { lastCycle: last?.startedAt ?? null, unobservedTargets, failedEndpoints };
+	const rejected = h.configRejected && {
+		at: new Date(h.configRejected.at).toISOString(),
+		error: h.configRejected.error,
+	};
+	const base = {
+		lastCycle: last?.startedAt ?? null,
+		unobservedTargets,
+		failedEndpoints,
+		...(rejected ? { configRejected: rejected } : {}),
+	};
 	if (!h.configLoaded) return { ready: false, reason: "configuration not loaded", ...base };
 	if (h.lastCycleError !== undefined)
 		return { ready: false, reason: `the last cycle failed: ${h.lastCycleError}`, ...base };
@@ -80,5 +95,8 @@ export function readiness(h: LoopHealth): Readiness {
 			...base,
 		};
 	}
-	return { ready: true, reason: "every target observed", ...base };
+	const note = rejected
+		? `; the configuration file was rejected on SIGHUP at ${rejected.at} (the previous one runs): ${rejected.error}`
+		: "";
+	return { ready: true, reason: `every target observed${note}`, ...base };
 }

@@ -171,6 +171,17 @@ describe("certificatee run: signals", () => {
 		await daemon.waitForLog(/cycle finished/, { from });
 		const ready = await fetch(`http://${listen}/readyz`);
 		expect(ready.status).toBe(200);
+		// Visible beyond the log line: /readyz says so (still ready: the old one runs), and a metric.
+		const readyBody = (await ready.json()) as {
+			reason: string;
+			configRejected?: { at: string; error: string };
+		};
+		expect(readyBody.configRejected?.error).toContain("interval");
+		expect(readyBody.reason).toMatch(
+			/configuration file was rejected on SIGHUP at \S+ \(the previous one runs\)/,
+		);
+		const scrape = async () => (await fetch(`http://${listen}/metrics`)).text();
+		expect(await scrape()).toMatch(/^certificatee_config_last_reload_successful 0$/m);
 
 		// Still working on the old configuration: a renewal in source A is delivered.
 		const v2 = await issueTestLeaf(ca, { names: NAMES });
@@ -194,6 +205,15 @@ describe("certificatee run: signals", () => {
 		daemon.signal("SIGHUP");
 		await daemon.waitForLog(/configuration reloaded/, { from, timeoutMs: 15_000 });
 		await until("v3 served", async () => ((await served()) === serialOf(v3) ? true : undefined));
+		const metrics = await scrape();
+		expect(metrics).toMatch(/^certificatee_config_last_reload_successful 1$/m);
+		expect(metrics).toMatch(/^certificatee_build_info\{version="[^"]+",nodejs="v\d+[^"]*"\} 1$/m);
+		expect(metrics).toMatch(/^process_resident_memory_bytes \d+/m);
+		expect(metrics).toMatch(/^nodejs_eventloop_lag_seconds /m);
+		expect(
+			((await (await fetch(`http://${listen}/readyz`)).json()) as { configRejected?: unknown })
+				.configRejected,
+		).toBeUndefined();
 
 		daemon.signal("SIGTERM");
 		expect(await daemon.exited).toBe(0);

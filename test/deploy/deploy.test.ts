@@ -7,11 +7,14 @@ import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { LISTEN_ENV } from "../../src/config/load.js";
 import { createMetrics } from "../../src/metrics/index.js";
+import { registerDaemonMetrics } from "../../src/metrics/process.js";
 
 const root = join(import.meta.dirname, "../..");
 // The cluster metrics are registered only in cluster mode (docs/cluster.md): ask for them as a member does.
 const metrics = createMetrics();
 metrics.recordCluster(() => undefined);
+// And those only the daemon registers (process, build info, configuration reloads).
+registerDaemonMetrics(metrics.registry, () => ({ intervalMs: 60_000, startedAt: 0, configLoaded: true }));
 const known = new Set(
 	metrics.registry
 		.getMetricsAsArray()
