@@ -11,10 +11,11 @@
  * What is cached is the parse (the bundle, or the parse error, both a function of the bytes only); the checks
  * that depend on time (expiry, not-yet-valid) run on every load. A read error is never cached.
  */
-import { readFileSync, statSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { MAX_BUNDLE_BYTES } from "../../certificates/bundle.js";
 import { type Bundle, parseBundle } from "../../certificates/index.js";
-import type { CertificateeError } from "../../errors.js";
+import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { type Candidate, candidateFiles } from "./files.js";
 
 export type Parsed = { ok: true; bundle: Bundle } | { ok: false; error: CertificateeError };
@@ -70,20 +71,86 @@ export function sourceFileOf(dir: string, c: Candidate): string {
 
 /**
  * Reads (synchronously: a few kilobytes from the page cache cost less than an asynchronous round trip) and
- * parses a candidate's files. A read error is thrown; a parse error is the result.
+ * parses a candidate's files. A read error is thrown; a parse error, and a file that is no regular file or too
+ * large to be a bundle, is the result.
  */
 export function readAndParse(dir: string, c: Candidate): Parsed {
-	const read = (f: string) => readFileSync(join(dir, f));
 	const source = sourceFileOf(dir, c);
-	const input =
-		c.kind === "combined"
-			? { combined: read(c.file) }
-			: { cert: read(c.cert), key: read(c.key), ...(c.chain ? { chain: read(c.chain) } : {}) };
 	try {
+		const read = (f: string) => readSourceFile(join(dir, f));
+		const input =
+			c.kind === "combined"
+				? { combined: read(c.file) }
+				: { cert: read(c.cert), key: read(c.key), ...(c.chain ? { chain: read(c.chain) } : {}) };
 		return { ok: true, bundle: parseBundle(input, { source }) };
 	} catch (e) {
-		return { ok: false, error: e as CertificateeError };
+		if (isCertificateeError(e)) return { ok: false, error: e };
+		throw e;
 	}
+}
+
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
+
+/**
+ * One source file, read as a bundle may be: never through a symlink (a link planted in a source directory
+ * would make certificatee serve a key it can read and the link's author cannot), never a FIFO, socket or
+ * device (opened non-blocking, checked with fstat: a FIFO blocked the daemon's event loop), and never more
+ * than MAX_BUNDLE_BYTES + 1 bytes (a huge file or a device was read whole before the size check).
+ */
+export function readSourceFile(path: string): Buffer {
+	let fd: number;
+	try {
+		fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+	} catch (e) {
+		if ((e as NodeJS.ErrnoException).code !== "ELOOP") throw e;
+		throw new CertificateeError(
+			"SOURCE_UNREADABLE",
+			`${path} is a symlink; certificatee does not follow links in a source directory`,
+			{
+				context: { file: path },
+				hint: "put the file itself in the directory (copy or rename it there), or point the source at the directory that holds it",
+			},
+		);
+	}
+	try {
+		const st = fstatSync(fd);
+		if (!st.isFile()) {
+			throw new CertificateeError(
+				"SOURCE_UNREADABLE",
+				`${path} is not a regular file (a FIFO, socket or device); not read`,
+				{
+					context: { file: path },
+					hint: "remove it: a source directory holds certificate files only",
+				},
+			);
+		}
+		const limit = MAX_BUNDLE_BYTES + 1;
+		if (st.size >= limit) return tooLarge(path, `${st.size}`);
+		// Read on to EOF (the file may have grown since fstat), never past the limit.
+		const chunks: Buffer[] = [];
+		let total = 0;
+		for (;;) {
+			const chunk = Buffer.alloc(Math.min(64 * 1024, limit - total));
+			const n = readSync(fd, chunk, 0, chunk.length, null);
+			if (n === 0) return Buffer.concat(chunks, total);
+			chunks.push(chunk.subarray(0, n));
+			total += n;
+			if (total >= limit) return tooLarge(path, `more than ${MAX_BUNDLE_BYTES}`);
+		}
+	} finally {
+		closeSync(fd);
+	}
+}
+
+function tooLarge(path: string, size: string): never {
+	throw new CertificateeError(
+		"BUNDLE_TOO_LARGE",
+		`${path}: ${size} bytes; the limit is ${MAX_BUNDLE_BYTES} bytes; not read`,
+		{
+			context: { file: path },
+			hint: "a certificate bundle is a few kilobytes: check what was put in the source directory",
+		},
+	);
 }
 
 export function createParsedCache(options: { racyMs?: number } = {}): ParsedCache {
