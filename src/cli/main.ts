@@ -13,6 +13,7 @@ const load = {
 	acme: () => import("./commands/acme.js"),
 	cycle: () => import("./commands/cycle.js"),
 	demo: () => import("./commands/demo.js"),
+	health: () => import("./commands/health.js"),
 	renew: () => import("./commands/renew.js"),
 	run: () => import("./commands/run.js"),
 	validate: () => import("./commands/validate.js"),
@@ -111,6 +112,12 @@ export function buildProgram(
 						"./.certificatee-demo",
 					)
 					.option("--lifetime <duration>", "certificate lifetime (renewal at 1/3 left)", "90s"),
+		],
+		[
+			"health",
+			"ask the running daemon's /healthz (--ready: /readyz) on the configured listen address; exit 1 unless 200",
+			async (ctx, o) => (await load.health()).healthCommand(ctx, { ready: o.ready === true }),
+			(c) => c.option("--ready", "ask /readyz instead of /healthz"),
 		],
 		["version", "print the version", async (ctx) => ctx.out(VERSION), (c) => c],
 	];

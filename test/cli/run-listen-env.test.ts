@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureBuilt, spawnCertificatee } from "../harness/cli.js";
+import { certificatee, ensureBuilt, spawnCertificatee } from "../harness/cli.js";
 import { freePort } from "../harness/haproxy.js";
 
 const dir = mkdtempSync(join(tmpdir(), "certificatee-listen-"));
@@ -44,8 +44,32 @@ describe("run: listen from CERTIFICATEE_LISTEN", () => {
 			await b.waitForLog(/cycle finished/);
 			expect(await healthStatus(`127.0.0.1:${fromFile}`)).toBe(200);
 			expect(await healthStatus(`127.0.0.1:${fromEnv}`)).toBe("ECONNREFUSED");
+			// The image's HEALTHCHECK (`certificatee health`) asks where the daemon listens: the file's listen wins.
+			const env = { CERTIFICATEE_LISTEN: `0.0.0.0:${fromEnv}` };
+			const health = await certificatee(["health", "--config", withListen], { env });
+			expect(health.code, health.stdout + health.stderr).toBe(0);
+			expect(health.stdout).toContain(`http://127.0.0.1:${fromFile}/healthz: 200`);
+			const ready = await certificatee(["health", "--ready", "--config", withListen], { env });
+			expect(ready.stdout).toContain(`http://127.0.0.1:${fromFile}/readyz: `);
 		} finally {
 			await b.stop();
+		}
+		const down = await certificatee(["health", "--config", withListen]);
+		expect(down.code).toBe(1);
+		expect(down.stderr).toMatch(/NOT_AVAILABLE: no answer from http:\/\/127\.0\.0\.1:\d+\/healthz/);
+		// Without a listen in the file, the variable's address, asked on loopback when it is 0.0.0.0.
+		const a2 = spawnCertificatee(["run", "--config", noListen], {
+			env: { CERTIFICATEE_LISTEN: `0.0.0.0:${fromEnv}` },
+		});
+		try {
+			await a2.waitForLog(/cycle finished/);
+			const viaEnv = await certificatee(["health", "--config", noListen], {
+				env: { CERTIFICATEE_LISTEN: `0.0.0.0:${fromEnv}` },
+			});
+			expect(viaEnv.code, viaEnv.stdout + viaEnv.stderr).toBe(0);
+			expect(viaEnv.stdout).toContain(`http://127.0.0.1:${fromEnv}/healthz: 200`);
+		} finally {
+			await a2.stop();
 		}
 	});
 });

@@ -171,6 +171,11 @@ describe("deploy kit", () => {
 	it("the container image listens on every interface by default, through the variable the loader reads", () => {
 		const containerfile = readFileSync(join(root, "deploy/container/Containerfile"), "utf8");
 		expect(containerfile).toContain(`ENV ${LISTEN_ENV}=0.0.0.0:9810`);
+		// The health check asks where the daemon listens (the file's listen wins), not a fixed port.
+		expect(containerfile).toMatch(
+			/^HEALTHCHECK .*CMD \["node", "\/app\/dist\/cli\/main\.js", .*"health"\]$/m,
+		);
+		expect(containerfile).not.toMatch(/^HEALTHCHECK .*9810/m);
 		expect(containerfile).toMatch(/^EXPOSE 9810$/m);
 	});
 });
