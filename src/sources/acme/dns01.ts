@@ -1,9 +1,10 @@
 /**
  * DNS-01 through an operator's script: `<argv...> set <name> <value>` before validation and
  * `<argv...> clear <name> <value>` after, so any DNS provider can be scripted. The hook gets the record name
- * (`_acme-challenge.example.com`, no trailing dot) and the TXT value; exit 0 means done.
+ * (`_acme-challenge.example.com`, no trailing dot) and the TXT value; exit 0 means done. It runs like
+ * on_change (src/base/command.ts): its own process group, an allow-listed environment, a bounded wait.
  */
-import { execFile } from "node:child_process";
+import { runCommand } from "../../base/command.js";
 import { CertificateeError, scrubSecrets } from "../../errors.js";
 
 export type DnsHookAction = "set" | "clear";
@@ -18,39 +19,31 @@ export function dnsRecordName(domain: string): string {
 }
 
 export function createDnsHook(argv: readonly string[], timeoutMs: number): DnsHook {
-	const [command, ...fixed] = argv as [string, ...string[]];
 	return {
-		run(action, name, value, signal) {
-			return new Promise((resolve, reject) => {
-				execFile(
-					command,
-					[...fixed, action, name, value],
-					{ timeout: timeoutMs, signal, killSignal: "SIGKILL", maxBuffer: 1 << 20 },
-					(error, _stdout, stderr) => {
-						if (!error) return resolve();
-						const e = error as NodeJS.ErrnoException & { killed?: boolean; code?: number | string };
-						const why =
-							e.killed && !signal.aborted
-								? `timed out after ${timeoutMs} ms`
-								: typeof e.code === "number"
-									? `exited with status ${e.code}`
-									: `could not run: ${e.code ?? e.message}`;
-						const tail = scrubSecrets(String(stderr).trim()).slice(-500);
-						reject(
-							new CertificateeError(
-								"HOOK_FAILED",
-								`dns_hook ${action} ${name} ${why}${tail ? `: ${tail}` : ""}`,
-								{
-									context: { field: "dns_hook", operation: `dns-01 ${action}` },
-									hint: "run the hook by hand with the same arguments; it must exit 0 once the TXT record is set/cleared",
-									retryable: true,
-									cause: error,
-								},
-							),
-						);
-					},
-				);
-			});
+		async run(action, name, value, signal) {
+			const result = await runCommand({ argv: [...argv, action, name, value], timeoutMs, signal });
+			if (result.kind === "exited" && result.code === 0) return;
+			const why =
+				result.kind === "timed-out"
+					? `timed out after ${timeoutMs} ms`
+					: result.kind === "aborted"
+						? "was stopped (certificatee is shutting down)"
+						: result.kind === "exited"
+							? `exited with status ${result.code}`
+							: result.kind === "killed"
+								? `was killed by ${result.signal}`
+								: `could not run: ${(result.error as NodeJS.ErrnoException).code ?? result.error.message}`;
+			const tail = "stderr" in result ? scrubSecrets(result.stderr).slice(-500) : "";
+			throw new CertificateeError(
+				"HOOK_FAILED",
+				`dns_hook ${action} ${name} ${why}${tail ? `: ${tail}` : ""}`,
+				{
+					context: { field: "dns_hook", operation: `dns-01 ${action}` },
+					hint: "run the hook by hand with the same arguments; it must exit 0 once the TXT record is set/cleared",
+					retryable: true,
+					...(result.kind === "not-started" ? { cause: result.error } : {}),
+				},
+			);
 		},
 	};
 }
