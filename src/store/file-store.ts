@@ -130,7 +130,26 @@ export async function openFileStore(stateDir: string, options: OpenOptions = {})
 					);
 				}
 				const version = current + 1;
-				await writeFileAtomic(path, `${JSON.stringify({ version, value }, null, 2)}\n`);
+				try {
+					await writeFileAtomic(path, `${JSON.stringify({ version, value }, null, 2)}\n`);
+				} catch (e) {
+					// A full disk, a directory made read-only or removed under the daemon: it may clear by itself, so
+					// the caller retries soon (a renewal in 1 min), and the operator reads what and where.
+					const code = (e as NodeJS.ErrnoException).code ?? "error";
+					throw new CertificateeError(
+						"STATE_UNWRITABLE",
+						`cannot write state file ${path} (${key}): ${code}`,
+						{
+							context: { file: path, operation: "write state" },
+							hint:
+								code === "ENOSPC"
+									? `free space on the filesystem of ${stateDir}`
+									: `check that ${stateDir} and its folders are writable directories for the user certificatee runs as`,
+							retryable: true,
+							cause: e,
+						},
+					);
+				}
 				for (const w of watchers) if (key.startsWith(w.prefix)) w.onChange(key);
 				return version;
 			});

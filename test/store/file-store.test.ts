@@ -38,6 +38,39 @@ afterEach(async () => {
 	await rm(dir, { recursive: true, force: true });
 });
 
+describe("store/file-store: a write that fails", () => {
+	it("is STATE_UNWRITABLE, retryable, naming the file (a full disk, here a file-size limit: EFBIG), and the record is unchanged", async () => {
+		const first = await openFileStore(dir);
+		await first.put("renewal/web", { small: true }, 0);
+		first.close();
+		// The child may write 512 bytes per file (ulimit -f 1): the lock's pid fits, the 64 KiB record does not.
+		const child = spawn(
+			"sh",
+			["-c", `ulimit -f 1; exec "${process.execPath}" --import tsx "${CHILD}" put-big "${dir}"`],
+			{
+				stdio: ["ignore", "pipe", "pipe"],
+			},
+		);
+		let out = "";
+		child.stdout.on("data", (d: Buffer) => {
+			out += d.toString();
+		});
+		await new Promise((resolve) => child.once("exit", resolve));
+		const error = JSON.parse(out.trim()) as {
+			code?: string;
+			retryable?: boolean;
+			message?: string;
+			hint?: string;
+		};
+		expect(error).toMatchObject({ code: "STATE_UNWRITABLE", retryable: true });
+		expect(error.message).toContain(join(dir, "renewal", "web.json"));
+		expect(error.message).toContain("EFBIG");
+		expect(error.hint).toBeTruthy();
+		store = await openFileStore(dir);
+		expect(await store.get("renewal/web")).toEqual({ version: 1, value: { small: true } });
+	});
+});
+
 describe("store/file-store", () => {
 	it("puts with compare-and-swap, lists and watches", async () => {
 		store = await openFileStore(dir);

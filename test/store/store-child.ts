@@ -2,6 +2,7 @@
  * Child process for the store tests.
  *   write <dir>: opens the store and writes large values in a loop until killed (prints "ready" first).
  *   open <dir>:  tries to open the store; prints the error code and message and exits 3 when refused.
+ *   put-big <dir>: writes a 64 KiB value over "renewal/web" (read first); prints the error as JSON when refused.
  */
 import { createHash } from "node:crypto";
 import { isCertificateeError } from "../../src/errors.js";
@@ -10,7 +11,19 @@ import { openFileStore } from "../../src/store/file-store.js";
 const [mode, dir] = process.argv.slice(2);
 if (!dir) throw new Error("usage: store-child write|open <dir>");
 
-if (mode === "open") {
+if (mode === "put-big") {
+	const store = await openFileStore(dir);
+	const version = (await store.get("renewal/web"))?.version ?? 0;
+	try {
+		await store.put("renewal/web", { padding: "x".repeat(65_536) }, version);
+		process.stdout.write("written\n");
+	} catch (e) {
+		process.stdout.write(
+			`${JSON.stringify(isCertificateeError(e) ? { ...e.toJSON() } : { raw: String(e) })}\n`,
+		);
+	}
+	store.close();
+} else if (mode === "open") {
 	try {
 		const store = await openFileStore(dir);
 		process.stdout.write("opened\n");
