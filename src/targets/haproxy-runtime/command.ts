@@ -36,7 +36,12 @@ export type Answer =
 	/** HAProxy refused; `problem` is its meaningful text (or ours, for a misnamed transaction). */
 	| { kind: "failed"; problem: string };
 
-const SAFE_NAME = /^[^\s\0<>;#]+$/;
+/**
+ * HAProxy's CLI splits on whitespace and `;`, starts a payload at `<<`, a comment at `#`, and unescapes `\`
+ * (`new ssl cert a\x.pem` creates `ax.pem`: a pipelined set + commit would act on another store before the
+ * echo check), so none of them may be in a name.
+ */
+const SAFE_NAME = /^[^\s\0<>;#\\]+$/;
 
 /** The operation a command performs, for errors: its first three words (`set ssl cert`). */
 export function operationOf(command: string): string {
@@ -105,7 +110,7 @@ export function checkName(name: string, endpoint: string): string {
 			`refused an unsafe certificate or crt-list name for ${endpoint}`,
 			{
 				context: { endpoint, certificate: name.replace(/[\s\0]/g, "?"), operation: "validate name" },
-				hint: "names may not contain whitespace, NUL, '<', '>', ';' or '#'",
+				hint: "names may not contain whitespace, NUL, '<', '>', ';', '#' or '\\' (HAProxy's CLI unescapes it): rename the file",
 			},
 		);
 	}

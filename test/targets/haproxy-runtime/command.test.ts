@@ -129,7 +129,8 @@ describe("targets/haproxy-runtime/command: requests", () => {
 
 	it("refuses names HAProxy would not read as one token", () => {
 		expect(checkName("certs/a.pem", "lb1")).toBe("certs/a.pem");
-		for (const bad of ["a b.pem", "a;b", "#a", "a\0b", ""]) {
+		// A backslash: HAProxy's CLI unescapes it, so `evil\x.pem` would name `evilx.pem` (issue 25, finding 7).
+		for (const bad of ["a b.pem", "a;b", "#a", "a\0b", "", "certs/evil\\x.pem", "a\\"]) {
 			expect(
 				codeOf(() => checkName(bad, "lb1")),
 				bad,
