@@ -7,7 +7,7 @@ import { bundleNames, combinedPem } from "../../certificates/bundle.js";
 import { checkBundle } from "../../certificates/check.js";
 import type { Bundle } from "../../certificates/types.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
-import type { ActionResult, HaproxyAction } from "../../reconcile/model.js";
+import type { ActionResult, HaproxyAction, PlacedWrite } from "../../reconcile/model.js";
 import {
 	DEFAULT_BUFSIZE,
 	dataplaneSetCertSize,
@@ -44,17 +44,31 @@ function reloaded(ctx: ApplyContext, action: HaproxyAction, reload: ReloadCaused
 	};
 }
 
-/** Reads the runtime certificate back: HAProxy must now hold the bundle's leaf. */
+/** A runtime read the API refuses for a separate key file (3.2+): undefined, nothing to compare. */
+async function readableRuntime(ctx: ApplyContext, name: string, signal: AbortSignal) {
+	try {
+		return await ctx.client.runtime.get(name, signal);
+	} catch (e) {
+		if (isCertificateeError(e, "RUNTIME_SEPARATE_KEY")) return undefined;
+		throw e;
+	}
+}
+
+const UNREADABLE_NOTE =
+	"HAProxy's memory cannot be read back through the Data Plane API (its key is a separate file): the probe checks what is served";
+
+/** Reads the runtime certificate back: HAProxy must now hold the bundle's leaf. False when it cannot be read. */
 async function verifyRuntime(
 	ctx: ApplyContext,
 	name: string,
 	bundle: Bundle,
 	signal: AbortSignal,
-): Promise<void> {
-	const held = await ctx.client.runtime.get(name, signal);
+): Promise<boolean> {
+	const held = await readableRuntime(ctx, name, signal);
+	if (held === undefined) return false;
 	const serial = (held.serial ?? "").toUpperCase();
 	const sha1 = (held.sha1_finger_print ?? "").toUpperCase();
-	if (sha1 === bundle.leaf.sha1 || (sha1 === "" && serial === bundle.leaf.serial)) return;
+	if (sha1 === bundle.leaf.sha1 || (sha1 === "" && serial === bundle.leaf.serial)) return true;
 	throw new CertificateeError(
 		"ENDPOINT_ERROR",
 		`endpoint ${ctx.endpoint}: after the write HAProxy holds serial ${serial || "?"} for ${name}, not ${bundle.leaf.serial}`,
@@ -100,10 +114,52 @@ async function runtimeAdd(
 	if (existing === undefined) await ctx.client.runtime.create(name, pem, signal);
 	else await ctx.client.runtime.replace(name, pem, signal);
 	await ctx.client.crtLists.add(action.crtList, { file: name }, signal);
-	await verifyRuntime(ctx, name, action.bundle, signal);
+	if (!(await verifyRuntime(ctx, name, action.bundle, signal))) return { note: UNREADABLE_NOTE };
 	return name === action.runtimeName
 		? {}
 		: { note: `HAProxy knows it as ${name}: the Data Plane API keeps only the basename of runtime names` };
+}
+
+/**
+ * A ref's own files (a crt-store load: its certificate file, and its key file first when the load names one),
+ * each replaced in storage in the planned order. The API's storage takes only a certificate with its key
+ * (validatePEM), so each file gets the whole combined PEM: HAProxy takes the certificates from the crt file and
+ * the key from the key file (a `key` argument overrides a key inside the crt file), both of the new pair. With
+ * skip_reload no reload falls between the two writes; one that does (another writer's), or a stop between them,
+ * leaves the key file holding the new leaf beside the old crt file: the next observation sees the mismatch and
+ * writes the pair again. Companions to remove are never planned here (the API cannot remove them).
+ */
+async function writePlaced(
+	ctx: ApplyContext,
+	action: Extract<HaproxyAction, { op: "storage-replace" }>,
+	placed: PlacedWrite,
+	signal: AbortSignal,
+): Promise<Outcome> {
+	if (placed.removeFirst.length > 0 || placed.removeAfter.length > 0) {
+		throw new CertificateeError(
+			"NOT_AVAILABLE",
+			`endpoint ${ctx.endpoint}: ${action.ref}: the Data Plane API cannot remove ${[...placed.removeFirst, ...placed.removeAfter].join(", ")}`,
+			{
+				context: { endpoint: ctx.endpoint, ref: action.ref, operation: action.op },
+				hint: "remove the stale companion files by hand and reload HAProxy",
+			},
+		);
+	}
+	const pem = combinedPem(action.bundle);
+	let reload: ReloadCaused | undefined;
+	const names: string[] = [];
+	for (const file of placed.files) {
+		const name = basename(file.path);
+		if (names.includes(name)) continue;
+		names.push(name);
+		reload = (await ctx.client.storage.replace(name, pem, signal)).reload ?? reload;
+	}
+	return {
+		...reloaded(ctx, action, reload),
+		...(names.length > 1
+			? { note: `pair written as ${names.join(" then ")} (each holds the whole PEM)` }
+			: {}),
+	};
 }
 
 /**
@@ -123,7 +179,10 @@ async function refuseDroppedNames(
 	signal: AbortSignal,
 ): Promise<void> {
 	if (action.followsStorage) return;
-	const current = runtimeMeta(await ctx.client.runtime.get(action.runtimeName, signal)).names ?? [];
+	// A pair HAProxy's memory cannot be read of: its files hold what it serves (the plan compared those).
+	const held = await readableRuntime(ctx, action.runtimeName, signal);
+	if (held === undefined) return;
+	const current = runtimeMeta(held).names ?? [];
 	const refused = checkNameRemoval({
 		current,
 		next: bundleNames(action.bundle),
@@ -139,6 +198,7 @@ async function perform(ctx: ApplyContext, action: HaproxyAction, signal: AbortSi
 	refuseUnsendable(ctx, action);
 	switch (action.op) {
 		case "storage-replace": {
+			if (action.files !== undefined) return writePlaced(ctx, action, action.files, signal);
 			const written = await client.storage.replace(action.ref, combinedPem(action.bundle), signal);
 			return reloaded(ctx, action, written.reload);
 		}
@@ -154,8 +214,9 @@ async function perform(ctx: ApplyContext, action: HaproxyAction, signal: AbortSi
 			refuseOversize(ctx, action);
 			await refuseDroppedNames(ctx, action, signal);
 			await client.runtime.replace(action.runtimeName, combinedPem(action.bundle), signal);
-			await verifyRuntime(ctx, action.runtimeName, action.bundle, signal);
-			return {};
+			return (await verifyRuntime(ctx, action.runtimeName, action.bundle, signal))
+				? {}
+				: { note: UNREADABLE_NOTE };
 		case "runtime-add":
 			refuseOversize(ctx, action);
 			return runtimeAdd(ctx, action, signal);

@@ -77,6 +77,14 @@ export function placeLoads(
 				if ("ref" in ref) p.certRef = ref.ref;
 				else why.push(ref.why);
 			} else why.push(cert.why);
+			// An OCSP response or SCTs name the certificate they are for: a renewal makes them stale, and the API's
+			// storage cannot write or remove them (not a certificate with its key).
+			const stale = (["ocsp", "sctl"] as const).filter((k) => load[k] !== undefined && load[k] !== "");
+			if (stale.length > 0) {
+				why.push(
+					`its ${stale.join(" and ")} file would be stale for a renewed certificate, and the API cannot replace it`,
+				);
+			}
 			if (load.key !== undefined && load.key !== "") {
 				const key = resolve(load.key, store.key_base, "key");
 				if ("path" in key) {

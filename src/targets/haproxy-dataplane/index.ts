@@ -46,6 +46,9 @@ export function createDataplaneEndpoint(
 	const endpoint = config.name;
 	const concurrency = deps.concurrency ?? 16;
 
+	const driverProbe = (sni: string, signal: AbortSignal) =>
+		probeServed({ address: config.probe ?? "", sni, signal, timeoutMs: config.timeout });
+
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
 			// The worker first: a reload during the observation then shows as a change at the next look.
@@ -53,7 +56,11 @@ export function createDataplaneEndpoint(
 			const [{ refs, crtLists }, info] = await Promise.all([
 				observeEndpoint(
 					client,
-					{ concurrency, ...(deps.storageDir ? { storageDir: deps.storageDir } : {}) },
+					{
+						concurrency,
+						...(deps.storageDir ? { storageDir: deps.storageDir } : {}),
+						...(config.probe === undefined ? {} : { probe: driverProbe }),
+					},
 					signal,
 				),
 				client.info(signal),

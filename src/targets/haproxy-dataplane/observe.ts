@@ -8,7 +8,13 @@ import { parseSubjectAltName } from "../../certificates/bundle.js";
 import { keyTypeOf } from "../../certificates/chain.js";
 import { nameSet, normaliseSerial } from "../../certificates/names.js";
 import { isCertificateeError } from "../../errors.js";
-import type { ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
+import type {
+	ObservedCrtList,
+	ObservedRef,
+	Placement,
+	RefMeta,
+	ServedCertificate,
+} from "../../reconcile/model.js";
 import { crtListLine, isCrtDirectory } from "../haproxy/crt-list.js";
 import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { DataplaneClient } from "./client.js";
@@ -138,15 +144,20 @@ export function joinRefs(
 
 /**
  * The refs of crt-store loads: one per load, named by its certificate file's storage name (else by HAProxy's
- * `@store/alias` name), holding HAProxy's runtime entry and the storage metadata of its certificate file.
- * Observed only (`external`): certificatee does not write crt-store files through the API yet (a `key` file
- * beside the certificate must change with it). A runtime `@…` name no load explains (an unnamed store, whose
- * loads the API cannot address, or a server without the crt_stores endpoints) is observed the same way.
+ * `@store/alias` name), holding HAProxy's runtime entry, the storage metadata of its certificate file and its
+ * placement (files, key argument, HAProxy's ACME, or why it cannot be written). Its key file is part of it:
+ * when certificatee wrote the pair, the key file holds the leaf too, and one that holds another leaf
+ * (a pair half written) is a key mismatch, written again. HAProxy's memory of a pair cannot be read through the
+ * API on 3.2+ (RUNTIME_SEPARATE_KEY): what the endpoint's probe address serves for its first name stands in for it
+ * (the certificate it serves, when that covers the pair's names), else what the certificate file holds.
+ * A runtime `@…` name no load explains (an unnamed store, whose loads have no URL, or a server before v3.2) is
+ * observed only (`external`).
  */
 export function crtStoreRefs(
 	placements: readonly LoadPlacement[],
 	storage: ReadonlyMap<string, FetchedStorage>,
 	runtime: readonly FetchedRuntime[],
+	served: ReadonlyMap<string, RefMeta> = new Map(),
 ): ObservedRef[] {
 	const held = new Map(runtime.map((r) => [r.name, r]));
 	const refs: ObservedRef[] = [];
@@ -154,19 +165,31 @@ export function crtStoreRefs(
 	for (const p of placements) {
 		placed.add(p.runtimeName);
 		const r = held.get(p.runtimeName);
-		const file = p.certRef === undefined ? undefined : storage.get(p.certRef);
+		const file = p.certRef === undefined ? undefined : storage.get(p.certRef)?.meta;
 		if (r === undefined && file === undefined) continue;
-		const files = [p.certFile ?? "?", ...(p.keyFile ? [`key ${p.keyFile}`] : [])].join(", ");
-		const why = p.acme
-			? `managed by HAProxy's own ACME client (acme section "${p.acme}")`
-			: (p.unwritable ?? "certificatee does not write crt-store files through the Data Plane API");
+		const keyHolds = p.keyRef === undefined ? undefined : storage.get(p.keyRef)?.meta.serial;
+		const meta =
+			file !== undefined && keyHolds !== undefined && file.serial !== undefined && keyHolds !== file.serial
+				? { ...file, keyMismatch: true as const }
+				: file;
+		// What HAProxy serves for the pair's names stands in for its unreadable memory; without a probe, its files.
+		const stand = served.get(p.runtimeName) ?? (file ? { ...file, status: "Used" } : undefined);
+		const placement: Placement = {
+			via: "crt-store",
+			...(p.certFile === undefined ? {} : { certFile: p.certFile }),
+			...(p.keyFile === undefined ? {} : { key: { file: p.keyFile, by: "argument" as const } }),
+			extras: {},
+			...(p.acme === undefined ? {} : { acme: p.acme }),
+			...(p.unwritable === undefined ? {} : { unknown: `crt-store load ${p.runtimeName}: ${p.unwritable}` }),
+		};
+		const runtimeMeta = r === undefined ? undefined : r.unreadable ? (stand ?? r.meta) : r.meta;
 		refs.push({
 			ref: p.certRef ?? p.runtimeName,
 			runtimeName: p.runtimeName,
-			...(file?.meta === undefined ? {} : { storage: file.meta }),
-			...(r === undefined ? {} : { runtime: r.meta }),
+			...(meta === undefined ? {} : { storage: meta }),
+			...(runtimeMeta === undefined ? {} : { runtime: runtimeMeta }),
 			crtLists: [],
-			external: `crt-store load ${p.runtimeName} (${files}): ${why}${r?.unreadable ? `; ${r.unreadable}` : ""}`,
+			placement,
 		});
 	}
 	for (const r of runtime) {
@@ -271,10 +294,43 @@ export function crtListMembership(
 }
 
 export interface ObserveOptions {
+	/** A TLS handshake by SNI at the endpoint's probe address, when it has one. */
+	probe?: (sni: string, signal: AbortSignal) => Promise<ServedCertificate>;
 	/** GETs in flight at once. */
 	concurrency: number;
 	/** The storage directory as haproxy.cfg spells it (see crtListMembership). */
 	storageDir?: string;
+}
+
+/**
+ * For each placed load whose memory the API cannot read, what HAProxy serves for its certificate file's first
+ * DNS name (not a wildcard), when that certificate covers exactly the file's names. A failed handshake says nothing.
+ */
+async function servedForUnreadable(
+	placements: readonly LoadPlacement[],
+	storage: ReadonlyMap<string, FetchedStorage>,
+	runtime: readonly FetchedRuntime[],
+	probe: ObserveOptions["probe"],
+	signal: AbortSignal,
+): Promise<Map<string, RefMeta>> {
+	const out = new Map<string, RefMeta>();
+	if (probe === undefined) return out;
+	const unreadable = new Set(runtime.filter((r) => r.unreadable).map((r) => r.name));
+	for (const p of placements) {
+		const names = p.certRef === undefined ? undefined : storage.get(p.certRef)?.meta.names;
+		const sni = names?.find((n) => !n.startsWith("*.") && !/^[\d.:]+$/.test(n));
+		if (!unreadable.has(p.runtimeName) || names === undefined || sni === undefined) continue;
+		const seen = await probe(sni, signal).catch(() => undefined);
+		if (seen === undefined || nameSet(seen.names).join(",") !== names.join(",")) continue;
+		out.set(p.runtimeName, {
+			serial: seen.serial,
+			names: nameSet(seen.names),
+			notAfter: seen.notAfter,
+			...(seen.keyType ? { keyType: seen.keyType } : {}),
+			status: "Used",
+		});
+	}
+	return out;
 }
 
 /** Runs `jobs` GETs with a few workers; after the first error (the endpoint's failure) no further GET is sent. */
@@ -375,6 +431,7 @@ export async function observeEndpoint(
 		extra[k] = await fetchStorage(client, { storageName: unlisted[k] as string }, signal);
 	});
 	for (const f of extra) if (Object.keys(f.meta).length > 0) byName.set(f.storageName, f);
+	const served = await servedForUnreadable(placements, byName, runtime, options.probe, signal);
 	const placedNames = new Set(placements.map((p) => p.runtimeName));
 	const plainRuntime = runtime.filter((r) => !r.name.startsWith("@") && !placedNames.has(r.name));
 	const crtDirectories = options.storageDir === undefined ? [] : [options.storageDir];
@@ -385,7 +442,7 @@ export async function observeEndpoint(
 				plainRuntime,
 				crtListMembership(entries, plainRuntime, options.storageDir),
 			),
-			...crtStoreRefs(placements, byName, runtime),
+			...crtStoreRefs(placements, byName, runtime, served),
 		].sort((a, b) => a.ref.localeCompare(b.ref)),
 		crtLists: describeCrtLists(entries, crtDirectories),
 	};

@@ -19,7 +19,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import type { Operation } from "openapi-backend";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
-import { HAPROXY_BIN, type Haproxy } from "../haproxy.js";
+import type { Haproxy } from "../haproxy.js";
 import { checkRequest, checkResponse, type IncomingRequest, serverDeviation } from "./check.js";
 import { type DoubleContext, errorBody, type Handled, type RuntimeOverflow } from "./context.js";
 import { crtStores } from "./crt-stores.js";
@@ -262,7 +262,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		// haproxy.cfg from the last known good copy and throws; certificate files are never rolled back.
 		reload: async () => {
 			const cfg = join(options.haproxy.dir, "haproxy.cfg");
-			const check = await run(HAPROXY_BIN, ["-c", "-q", "-f", cfg]).then(
+			const check = await run(options.haproxy.bin, ["-c", "-q", "-f", cfg]).then(
 				() => undefined,
 				(e: { stderr?: string; code?: number }) => e,
 			);

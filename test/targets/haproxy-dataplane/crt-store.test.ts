@@ -1,21 +1,19 @@
 /**
  * crt-store loads through the Data Plane API: where their files are (pure), and how the target observes them
- * on a real HAProxy 3.x behind the double (HAPROXY_BIN; on 2.x, which has no crt-store, the pure tests only).
+ * on real HAProxy 3.2 and 3.4 behind the double (the builds of the matrix, test/harness/haproxy-builds.ts).
  */
-import { execFileSync } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../../src/certificates/index.js";
-import { probeServed } from "../../../src/probe/index.js";
 import type { ObservedRef } from "../../../src/reconcile/model.js";
 import { placeLoads, unquote } from "../../../src/targets/haproxy-dataplane/crt-stores.js";
 import { createDataplaneEndpoint } from "../../../src/targets/haproxy-dataplane/index.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../harness/certs.js";
-import { freePort, HAPROXY_BIN } from "../../harness/haproxy.js";
-import { rig, syncOnce } from "../../harness/targets.js";
+import { haproxyBuilds } from "../../harness/haproxy-builds.js";
+import { okWrites, rig, servedSerial, syncOnce } from "../../harness/targets.js";
 import { desiredFromLeaf } from "../../reconcile/scenario.js";
+import { keyMatches, renewThreeTimes } from "../haproxy-runtime/layout-scenario.js";
 
 describe("targets/haproxy-dataplane/crt-stores placement", () => {
 	it("unquotes tokens as HAProxy does", () => {
@@ -88,52 +86,45 @@ describe("targets/haproxy-dataplane/crt-stores placement", () => {
 	});
 });
 
-const versionText = execFileSync(HAPROXY_BIN, ["-v"], { encoding: "utf8" });
-const major = Number(/version (\d+)\./.exec(versionText)?.[1] ?? 0);
+const STORE = `crt-store web
+    crt-base {dir}/D
+    key-base {dir}/D
+    load crt "a.crt" key "a.key" alias "site-a"
+    load crt "c.pem"`;
 
-// crt-store exists from HAProxy 3.0: on 2.x the layout cannot exist (test/harness/dpapi-double/crt-stores.test.ts
-// asserts 2.x refuses it), so these tests are not registered there.
-if (major >= 3)
-	describe(`targets/haproxy-dataplane on a crt-store layout (HAProxy ${major}.x)`, () => {
+for (const build of haproxyBuilds(["3.2", "3.4"])) {
+	describe(`targets/haproxy-dataplane on a crt-store layout, HAProxy ${build.version}`, () => {
 		const r = rig({ reloadSafe: true });
 		let ca: TestIssuer;
 		let site: TestLeaf;
 		let combined: TestLeaf;
-		let storeDir: string;
 
 		beforeAll(async () => {
 			ca = await createTestCa("crt-store target test");
 			site = await issueTestLeaf(ca, { names: ["site-a.test"] });
 			combined = await issueTestLeaf(ca, { names: ["c.test"] });
-			storeDir = await mkdtemp(join(tmpdir(), "certificatee-store-"));
-		});
-		afterAll(async () => {
-			await rm(storeDir, { recursive: true, force: true });
 		});
 
 		async function layout() {
-			await writeFile(join(storeDir, "a.crt"), site.certPem + site.chainPem, { mode: 0o600 });
-			await writeFile(join(storeDir, "a.key"), site.keyPem, { mode: 0o600 });
-			await writeFile(join(storeDir, "c.pem"), combined.combinedPem, { mode: 0o600 });
-			const port = await freePort();
 			const h = await r.haproxy({
-				extraConfig: [
-					"crt-store web",
-					`    crt-base ${storeDir}`,
-					`    key-base ${storeDir}`,
-					'    load crt "a.crt" key "a.key" alias "site-a"',
-					'    load crt "c.pem"',
-					"frontend fe_store",
-					`    bind 127.0.0.1:${port} ssl crt "@web/site-a" crt "@web/c.pem"`,
-					'    http-request return status 200 content-type text/plain string "store\\n"',
-				].join("\n"),
+				bin: build.bin,
+				sections: STORE,
+				bindExtra: 'crt "@web/site-a" crt "@web/c.pem"',
+				bindCrtDir: false,
+				bindCrtList: false,
+				files: {
+					"D/a.crt": site.certPem + site.chainPem,
+					"D/a.key": site.keyPem,
+					"D/c.pem": combined.combinedPem,
+				},
 			});
-			const d = await r.dpapi(h, { storageDir: storeDir });
-			return { h, d, port };
+			const D = join(h.dir, "D");
+			const d = await r.dpapi(h, { storageDir: D });
+			return { h, d, D };
 		}
 
-		it("observes each load as one ref named by its certificate file, with HAProxy's @store/alias name", async () => {
-			const { h, d } = await layout();
+		it(`HAProxy ${build.version}: observes each load as one ref named by its certificate file, placed by crt_loads`, async () => {
+			const { d, D } = await layout();
 			const endpoint = createDataplaneEndpoint(
 				{
 					name: "fra1",
@@ -143,43 +134,105 @@ if (major >= 3)
 					insecure_skip_verify: false,
 					timeout: 10_000,
 				},
-				{ now: () => new Date(), storageDir: storeDir },
+				{ now: () => new Date(), storageDir: D },
 			);
 			r.onTeardown(() => endpoint.close());
 			const seen = await endpoint.observe(AbortSignal.timeout(20_000));
 			expect(seen.ok, JSON.stringify(seen)).toBe(true);
 			const refs = new Map((seen.ok ? seen.refs : []).map((x: ObservedRef) => [x.ref, x]));
-			const pair = refs.get("a.crt");
-			expect(pair).toMatchObject({
+			expect(refs.get("a.crt")).toMatchObject({
 				runtimeName: "@web/site-a",
 				storage: { serial: normaliseSerial(site.serial, 16), names: ["site-a.test"] },
+				placement: {
+					via: "crt-store",
+					certFile: join(D, "a.crt"),
+					key: { file: join(D, "a.key"), by: "argument" },
+				},
 			});
-			expect(pair?.external).toContain(
-				`crt-store load @web/site-a (${storeDir}/a.crt, key ${storeDir}/a.key)`,
-			);
 			// Its key file is part of the pair, never a ref of its own; the store's combined file is one ref too.
 			expect(refs.has("a.key")).toBe(false);
 			expect(refs.get("c.pem")).toMatchObject({
 				runtimeName: "@web/c.pem",
 				runtime: { serial: normaliseSerial(combined.serial, 16), status: "Used" },
+				placement: { via: "crt-store", certFile: join(D, "c.pem") },
 			});
 			expect([...refs.keys()].filter((k) => k.startsWith("@") || k === "site-a")).toEqual([]);
-			expect(h.alive()).toBe(true);
 		});
 
-		it("never rewrites a crt-store file: a renewal leaves the pair to a later in-place write, HAProxy keeps serving", async () => {
-			const { h, d, port } = await layout();
-			const t = r.dataplane(h, d, { storage_dir: storeDir });
+		it(`HAProxy ${build.version}: a crt-store pair renewed in place three times, a reload between; served each time, the key matches, no file created`, async () => {
+			const { h, d, D } = await layout();
+			const t = r.dataplane(h, d, { storage_dir: D });
+			const perCycle = await renewThreeTimes({
+				h,
+				t,
+				ca,
+				name: "a",
+				names: ["site-a.test"],
+				// Through the API each file of the pair holds the whole PEM (its storage takes nothing else).
+				keyInside: true,
+				files: { cert: join(D, "a.crt"), key: join(D, "a.key"), dirs: [D] },
+			});
+			for (const w of perCycle) expect(w).toEqual(["storage-replace a.crt", "runtime-set a.crt"]);
+			expect(d.scheduledReloads).toEqual([]);
+		});
+
+		it(`HAProxy ${build.version}: a pair whose key file holds another leaf (a pair half written) is written again`, async () => {
+			const { h, d, D } = await layout();
+			const t = r.dataplane(h, d, { storage_dir: D });
 			const renewed = await issueTestLeaf(ca, { names: ["site-a.test"] });
+			const other = await issueTestLeaf(ca, { names: ["site-a.test"] });
+			// The crt file already holds the renewal, the key file another pair's PEM: a reload would serve nothing.
+			await writeFile(join(D, "a.crt"), renewed.combinedPem, { mode: 0o600 });
+			await writeFile(join(D, "a.key"), other.combinedPem, { mode: 0o600 });
 			const e = await syncOnce(t, [desiredFromLeaf("a", renewed, ["site-a.test"])], { expectOk: true });
-			// Observed and reported, never written (the API's runtime read of the pair fails on 3.2+ and no longer
-			// fails the endpoint). Until in-place pair writes land, the plan still creates a.pem beside it.
-			expect(e.refs?.find((x) => x.ref === "a.crt")?.class).toBe("pinned");
-			expect(e.steps.filter((s) => s.ref === "a.crt" || s.ref === "a.key" || s.ref === "c.pem")).toEqual([]);
-			expect(await readFile(join(storeDir, "a.crt"), "utf8")).toBe(site.certPem + site.chainPem);
-			expect(await readFile(join(storeDir, "a.key"), "utf8")).toBe(site.keyPem);
+			expect(okWrites(e)).toEqual(["storage-replace a.crt", "runtime-set a.crt"]);
+			const cert = await readFile(join(D, "a.crt"), "utf8");
+			expect(keyMatches(cert, await readFile(join(D, "a.key"), "utf8"))).toBe(true);
 			await h.reload();
-			const served = await probeServed({ address: `127.0.0.1:${port}`, sni: "site-a.test" });
-			expect(served.serial).toBe(normaliseSerial(site.serial, 16));
+			expect(await servedSerial(h, "site-a.test")).toBe(renewed.serial);
+		});
+
+		it(`HAProxy ${build.version}: a load HAProxy's own ACME manages is reported, never written`, async () => {
+			const managed = await issueTestLeaf(ca, { names: ["d.test"] });
+			const h = await r.haproxy({
+				bin: build.bin,
+				globalLines: ["expose-experimental-directives"],
+				sections: [
+					"acme LE",
+					"    directory https://127.0.0.1:1/directory",
+					"    contact ops@d.test",
+					"crt-store le",
+					"    crt-base {dir}/D",
+					'    load crt "d.pem" acme LE domains "d.test"',
+				].join("\n"),
+				bindExtra: 'crt "@le/d.pem"',
+				bindCrtDir: false,
+				bindCrtList: false,
+				files: { "D/d.pem": managed.combinedPem },
+			});
+			const D = join(h.dir, "D");
+			const t = r.dataplane(h, await r.dpapi(h, { storageDir: D }), { storage_dir: D });
+			const renewed = await issueTestLeaf(ca, { names: ["d.test"] });
+			const e = await t.run(
+				[desiredFromLeaf("d", renewed, ["d.test"])],
+				"sync",
+				new AbortController().signal,
+			);
+			const report = e.endpoints[0];
+			expect(report?.refs?.find((x) => x.ref === "d.pem")?.class).toBe("refused");
+			expect(report?.steps.filter((s) => s.result === "ok")).toEqual([]);
+			expect(await readFile(join(D, "d.pem"), "utf8")).toBe(managed.combinedPem);
+			expect(await servedSerial(h, "d.test")).toBe(managed.serial);
+		});
+
+		it(`HAProxy ${build.version}: a combined crt-store file renewed in place, by its @store name`, async () => {
+			const { h, d, D } = await layout();
+			const t = r.dataplane(h, d, { storage_dir: D });
+			const renewed = await issueTestLeaf(ca, { names: ["c.test"] });
+			const e = await syncOnce(t, [desiredFromLeaf("c", renewed, ["c.test"])], { expectOk: true });
+			expect(okWrites(e)).toEqual(["storage-replace c.pem", "runtime-set c.pem"]);
+			expect(await servedSerial(h, "c.test")).toBe(renewed.serial);
+			expect(await readFile(join(D, "c.pem"), "utf8")).toBe(renewed.combinedPem);
 		});
 	});
+}
