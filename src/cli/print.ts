@@ -171,14 +171,22 @@ const STATE_COLOUR = {
 	capped: "red",
 } as const;
 
-export function renderStatus(report: CycleReport, style: Styler, options: StatusOptions): string[] {
+export function renderStatus(full: CycleReport, style: Styler, options: StatusOptions): string[] {
+	// --endpoint NAME: every part of the view is about that endpoint alone (its target's column counts it only).
+	const report = options.endpoint === undefined ? full : onlyEndpoint(full, options.endpoint);
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const targetNames = report.targets.map((t) => t.target);
 	const summary: StatusSummary = statusSummary(report);
+	// An endpoint that is down is said once, below, not again for each certificate it should carry.
+	const down = new Set(
+		endpoints
+			.filter((e) => endpointState(e).state === "unobserved")
+			.map((e) => `${e.target}/${e.endpoint}: `),
+	);
 	const rows = summary.certificates.map((c) => [
 		c.name,
 		c.names.join(","),
-		c.origin ?? "not issued",
+		c.origin ? shortOrigin(c.origin) : "not issued",
 		expiresIn(c.notAfter, options.now),
 		c.nextAttempt ? formatDuration(Math.max(0, Date.parse(c.nextAttempt) - options.now.getTime())) : "-",
 		{ text: c.state, colour: STATE_COLOUR[c.state] },
@@ -203,7 +211,10 @@ export function renderStatus(report: CycleReport, style: Styler, options: Status
 			if (c.lastError?.hint) why.push(`  hint: ${c.lastError.hint}`);
 			if (c.nextAttempt) why.push(`  next attempt ${c.nextAttempt}`);
 		}
-		for (const t of c.targets) for (const r of t.reasons) why.push(`${c.name} on ${t.target}/${r}`);
+		for (const t of c.targets)
+			for (const r of t.reasons)
+				if (![...down].some((d) => `${t.target}/${r}`.startsWith(d)))
+					why.push(`${c.name} on ${t.target}/${r}`);
 	}
 	if (why.length > 0) out.push("", ...why);
 	const detail = endpoints.filter((e) => options.endpoint === undefined || e.endpoint === options.endpoint);
@@ -244,6 +255,29 @@ export function renderStatus(report: CycleReport, style: Styler, options: Status
 	for (const p of report.sourceProblems)
 		out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
 	return out;
+}
+
+/** The report with only the endpoint named NAME (and the targets that have it). */
+function onlyEndpoint(report: CycleReport, name: string): CycleReport {
+	const targets = report.targets
+		.map((t) => ({ ...t, endpoints: t.endpoints.filter((e) => e.endpoint === name) }))
+		.filter((t) => t.endpoints.length > 0);
+	return { ...report, targets };
+}
+
+/**
+ * Where a certificate comes from, as wide as the table can afford: a source file by its source and file name
+ * ("files: a.pem", not the full path), an issued one by its issuer (its serial is in the detail and --json).
+ */
+export function shortOrigin(origin: string): string {
+	const file = /^source ([^:]+): (.+)$/.exec(origin);
+	if (file)
+		return `${file[1]}: ${file[2]
+			?.split(" + ")
+			.map((f) => f.split("/").at(-1))
+			.join(" + ")}`;
+	const issued = /^issuer ([^:]+): /.exec(origin);
+	return issued ? `issuer ${issued[1]}` : origin;
 }
 
 /** "1 of 2 left this hour; done: 12:01:00Z too-large ok; breaker OPEN since …: …"; undefined when nothing to say. */

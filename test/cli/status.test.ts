@@ -203,9 +203,19 @@ describe("cli/status (the built CLI as a child process, on a real HAProxy)", () 
 		expect(r.stdout).not.toMatch(ANSI);
 		expect(r.stderr).not.toMatch(ANSI);
 		expect(r.stdout).toMatch(/^a\s+a\.test,www\.a\.test\s+.*1\/1\s+0\/1\s+0\/1$/m);
+		// FROM names the source and the file, not its full path: the table stays narrow.
+		expect(r.stdout).toMatch(/^a\s+a\.test,www\.a\.test\s+files: a\.pem\s/m);
+		const table = r.stdout.split("\n\n")[0]?.split("\n") ?? [];
+		expect(Math.max(...table.map((l) => l.length))).toBeLessThanOrEqual(100);
+		// A down endpoint is said once, not again for every certificate it should carry.
+		expect(r.stdout.match(/lb-down\/lb-down/g)).toHaveLength(1);
 		const detail = await certificatee(["status", "--endpoint", "lb1", "--config", config]);
 		expect(detail.stdout).toMatch(/^ {4}storage-replace b\.pem serial \S+: /m);
 		expect(detail.stdout).toContain("legacy_a.pem: legacy duplicate of a.pem");
+		// --endpoint lb1: only lb1's column and lines.
+		expect(detail.stdout).toMatch(/^CERTIFICATE\s+NAMES\s+FROM\s+EXPIRES IN\s+RENEWS IN\s+STATE\s+lb1$/m);
+		expect(detail.stdout).not.toContain("lb-down");
+		expect(detail.stdout).not.toMatch(/^.*\bfiles\s*$/m);
 		const noColour = await onTty(["status", "--config", config], { ...baseEnv, NO_COLOR: "1" });
 		expect(noColour).toContain("CERTIFICATE");
 		expect(noColour).not.toMatch(ANSI);
