@@ -152,7 +152,8 @@ describe("certificatee run: signals", () => {
 		expect(await served()).toBe(serialOf(v2));
 		expect(await h.workerPid()).toBe(pid);
 		expect(d.scheduledReloads).toEqual([]);
-	});
+		// Two daemon starts, a write delayed 1.5 s and a sync: its waits are scaled to the machine (harness/deadline.ts).
+	}, 180_000);
 
 	it("SIGHUP with a broken config keeps running on the old one; SIGHUP with a valid changed config takes it", async () => {
 		const sourceA = join(dir, "hup-source-a");

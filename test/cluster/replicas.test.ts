@@ -133,7 +133,7 @@ describe("cluster: replicas on one etcd", () => {
 		expect(doc.cluster.members).toEqual(["member-0", "member-1", "member-2"]);
 		expect(doc.cluster.leader).toBe(r.replica(await r.leader()).member);
 		expect(doc.cluster.owners.map((o) => o.owner !== undefined)).toEqual([true, true, true]);
-	}, 120_000);
+	}, 300_000);
 
 	it("without sharding the leader alone pushes every endpoint: two members never write one HAProxy at once", async () => {
 		const r = await replicas(2);
@@ -151,7 +151,7 @@ describe("cluster: replicas on one etcd", () => {
 				{ timeout: 10_000 },
 			)
 			.toEqual([0, 1, 2].map(() => [r.replica(leader).member]));
-	}, 120_000);
+	}, 300_000);
 
 	it("the leader killed with -9: another leads within TTL + 2 s, its endpoints move, orders continue", async () => {
 		const r = await replicas(3, { shard: true });
@@ -168,7 +168,7 @@ describe("cluster: replicas on one etcd", () => {
 		r.setCertificates([...CERTS, { name: `late-${tag}`, domains: [`late-${tag}.test`] }]);
 		const late = await r.waitServed(`late-${tag}.test`);
 		expect(await history(r, `late-${tag}`)).toEqual([late[0]]);
-	}, 120_000);
+	}, 300_000);
 
 	it("the leader frozen past its TTL (SIGSTOP) then resumed: another leads, and nothing it writes lands", async () => {
 		const r = await replicas(2);
@@ -193,7 +193,7 @@ describe("cluster: replicas on one etcd", () => {
 		expect(await history(r, `web-${tag}`)).toEqual([renewed[0], ...before.web]);
 		expect(await history(r, `api-${tag}`)).toEqual(before.api);
 		expect(await r.served(WEB)).toEqual(renewed);
-	}, 120_000);
+	}, 300_000);
 
 	it("a renewal recorded on one host is served by every node within 5 s of its issue", async () => {
 		const r = await replicas(3, { shard: true });
@@ -209,7 +209,7 @@ describe("cluster: replicas on one etcd", () => {
 		await r.waitServed(API, (s) => s !== first[0], 5_000);
 		expect(Date.now() - issuedAt).toBeLessThan(5_000);
 		expect((await history(r, `api-${tag}`)).length).toBe(2);
-	}, 120_000);
+	}, 300_000);
 });
 
 describe("cluster: etcd trouble", () => {
@@ -233,7 +233,7 @@ describe("cluster: etcd trouble", () => {
 		} finally {
 			await three.stop();
 		}
-	}, 120_000);
+	}, 300_000);
 
 	it("etcd down at start and during the run: not ready, nothing pushed, no crash; recovers when etcd is back", async () => {
 		const lone = await startEtcd();
@@ -271,5 +271,5 @@ describe("cluster: etcd trouble", () => {
 			running = undefined;
 			await lone.stop();
 		}
-	}, 180_000);
+	}, 300_000);
 });

@@ -10,6 +10,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { scaled } from "./deadline.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 export const CLI = join(ROOT, "dist/cli/main.js");
@@ -53,7 +54,7 @@ export async function certificatee(
 			...(options.cwd ? { cwd: options.cwd } : {}),
 			...(options.uid === undefined ? {} : { uid: options.uid }),
 			...(options.gid === undefined ? {} : { gid: options.gid }),
-			timeout: options.timeoutMs ?? 30_000,
+			timeout: options.timeoutMs ?? scaled(30_000),
 		});
 		return { code: 0, stdout: r.stdout, stderr: r.stderr };
 	} catch (e) {
@@ -121,7 +122,7 @@ export function spawnCertificatee(
 		signal: (name) => {
 			child.kill(name);
 		},
-		waitForLog(pattern, { from = 0, timeoutMs = 20_000 } = {}) {
+		waitForLog(pattern, { from = 0, timeoutMs = scaled(20_000) } = {}) {
 			return new Promise((resolve, reject) => {
 				const check = () => {
 					const hit = logs.slice(from).find((l) => pattern.test(String(l.msg ?? "")));

@@ -17,6 +17,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { stringify } from "yaml";
 import { probeServed } from "../../src/probe/index.js";
 import { type Daemon, spawnCertificatee } from "./cli.js";
+import { scaled } from "./deadline.js";
 import type { Haproxy } from "./haproxy.js";
 import { freePorts } from "./ports.js";
 import { parseScrape } from "./scrape.js";
@@ -175,7 +176,7 @@ export async function startReplicas(options: ReplicasOptions): Promise<Replicas>
 			return text === undefined ? undefined : JSON.parse(text);
 		},
 		leaders,
-		async leader(timeoutMs = 20_000) {
+		async leader(timeoutMs = scaled(20_000)) {
 			const end = Date.now() + timeoutMs;
 			for (;;) {
 				const now = await leaders();
@@ -185,7 +186,7 @@ export async function startReplicas(options: ReplicasOptions): Promise<Replicas>
 			}
 		},
 		served,
-		async waitServed(sni, accept = () => true, timeoutMs = 30_000) {
+		async waitServed(sni, accept = () => true, timeoutMs = scaled(30_000)) {
 			const end = Date.now() + timeoutMs;
 			for (;;) {
 				const serials = await served(sni);
