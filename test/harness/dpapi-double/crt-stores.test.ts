@@ -1,10 +1,10 @@
 /**
  * The double's crt-store endpoints, and what its runtime and storage endpoints answer for certificates a
- * crt-store loads, against a real HAProxy 3.x (HAPROXY_BIN; on 2.x, where crt-store does not exist, the one
- * test asserts that HAProxy refuses the section). Expected answers: docs/haproxy-dataplane-target.md,
+ * crt-store loads, against real HAProxy 3.0, 3.2 and 3.4 (the builds of the matrix, haproxy-builds.ts; with an
+ * HAPROXY_BIN of 2.x, where crt-store does not exist, one more test asserts that HAProxy refuses the section). Expected answers: docs/haproxy-dataplane-target.md,
  * "crt-stores (HAProxy 3.x)".
  */
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,21 +14,13 @@ import { normaliseSerial } from "../../../src/certificates/index.js";
 import { probeServed } from "../../../src/probe/index.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../certs.js";
 import { freePort, HAPROXY_BIN, type Haproxy, startHaproxy } from "../haproxy.js";
+import { haproxyBuilds, versionOf } from "../haproxy-builds.js";
 import { parseCrtStores, splitLine } from "./crt-stores.js";
 import { type DpapiDouble, startDpapiDouble } from "./index.js";
 
 const run = promisify(execFile);
 
-/** "3.4.0" from `haproxy -v`. */
-function versionOf(bin: string): [number, number] {
-	const m = /version (\d+)\.(\d+)/.exec(execFileSync(bin, ["-v"], { encoding: "utf8" }));
-	return [Number(m?.[1] ?? 0), Number(m?.[2] ?? 0)];
-}
-const [major, minor] = versionOf(HAPROXY_BIN);
-const version = `${major}.${minor}`;
-const hasCrtStore = major >= 3;
-/** 3.2+ prints `Crt filename` / `Key filename` in `show ssl cert <name>`. */
-const printsFilenames = major > 3 || (major === 3 && minor >= 2);
+const own = versionOf(HAPROXY_BIN) ?? "0.0.0";
 
 describe("test/harness/dpapi-double crt-store parsing (client-native's config-parser)", () => {
 	it("splits lines as client-native does: quotes kept, escapes, comments", () => {
@@ -83,24 +75,30 @@ describe("test/harness/dpapi-double crt-store parsing (client-native's config-pa
 });
 
 let ca: TestIssuer;
-let storeDir: string;
 let site: TestLeaf;
 let combined: TestLeaf;
+const dirs: string[] = [];
 
 beforeAll(async () => {
 	ca = await createTestCa("crt-store double test");
 	site = await issueTestLeaf(ca, { names: ["site-a.test"] });
 	combined = await issueTestLeaf(ca, { names: ["c.test"] });
-	storeDir = await mkdtemp(join(tmpdir(), "certificatee-store-"));
+});
+
+afterAll(async () => {
+	for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+/** A store directory of its own (a test renews c.pem in it). */
+async function storeFiles(): Promise<string> {
+	const storeDir = await mkdtemp(join(tmpdir(), "certificatee-store-"));
+	dirs.push(storeDir);
 	await writeFile(join(storeDir, "a.crt"), site.certPem + site.chainPem, { mode: 0o600 });
 	await writeFile(join(storeDir, "a.key"), site.keyPem, { mode: 0o600 });
 	await writeFile(join(storeDir, "c.pem"), combined.combinedPem, { mode: 0o600 });
 	await writeFile(join(storeDir, "e.pem"), combined.combinedPem, { mode: 0o600 });
-});
-
-afterAll(async () => {
-	await rm(storeDir, { recursive: true, force: true });
-});
+	return storeDir;
+}
 
 /** A second TLS frontend: it references every load, so each is Used. */
 const storeConfig = (dir: string, port: number) =>
@@ -119,13 +117,14 @@ const storeConfig = (dir: string, port: number) =>
 		'    http-request return status 200 content-type text/plain string "store\\n"',
 	].join("\n");
 
-if (!hasCrtStore) {
-	describe(`test/harness/dpapi-double crt-stores on HAProxy ${version}`, () => {
-		it(`HAProxy ${version} has no crt-store section: the layout cannot exist there`, async () => {
+// HAPROXY_BIN of 2.x: the layout cannot exist there. The 3.x builds of the matrix serve it below.
+if (Number(own.split(".")[0]) < 3) {
+	describe(`test/harness/dpapi-double crt-stores on HAProxy ${own}`, () => {
+		it(`HAProxy ${own} has no crt-store section: the layout cannot exist there`, async () => {
 			const dir = await mkdtemp(join(tmpdir(), "certificatee-nostore-"));
 			try {
 				const cfg = join(dir, "haproxy.cfg");
-				await writeFile(cfg, `${storeConfig(storeDir, 1)}\n`);
+				await writeFile(cfg, `${storeConfig(await storeFiles(), 1)}\n`);
 				const failed = await run(HAPROXY_BIN, ["-c", "-f", cfg]).then(
 					() => "",
 					(e: { stdout?: string; stderr?: string }) => `${e.stdout ?? ""}${e.stderr ?? ""}`,
@@ -136,15 +135,21 @@ if (!hasCrtStore) {
 			}
 		});
 	});
-} else {
-	describe(`test/harness/dpapi-double crt-stores against HAProxy ${version}`, () => {
+}
+for (const build of haproxyBuilds(["3.0", "3.2", "3.4"])) {
+	const [, minor] = build.version.split(".").map(Number) as [number, number];
+	/** 3.2+ prints `Crt filename` / `Key filename` in `show ssl cert <name>`. */
+	const printsFilenames = minor >= 2;
+	describe(`test/harness/dpapi-double crt-stores against HAProxy ${build.version}`, () => {
 		let h: Haproxy;
 		let double: DpapiDouble;
 		let port: number;
+		let storeDir: string;
 
 		beforeAll(async () => {
+			storeDir = await storeFiles();
 			port = await freePort();
-			h = await startHaproxy({ extraConfig: storeConfig(storeDir, port) });
+			h = await startHaproxy({ bin: build.bin, extraConfig: storeConfig(storeDir, port) });
 			double = await startDpapiDouble({ haproxy: h, storageDir: storeDir });
 		});
 
