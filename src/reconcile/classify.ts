@@ -106,6 +106,12 @@ export interface ClassifyInput {
 	policy: DuplicatePolicy;
 	/** What a TLS probe saw, per SNI name, where probes are configured. */
 	served?: readonly ServedCertificate[];
+	/**
+	 * No probe is configured: who serves a name that several refs hold is unknown. Each name of a desired
+	 * certificate that a ref certificatee leaves alone also holds, with another certificate, is then `shadowed`
+	 * (it may be what HAProxy serves), every cycle, so it is never reported converged.
+	 */
+	unprobed?: boolean;
 	/** Refs whose removal an earlier cycle found refused by the configuration (ref -> why): pinned, not retried. */
 	knownPinned?: ReadonlyMap<string, string>;
 	/** The crt-lists HAProxy reports: a duplicate named by a file the target cannot edit is pinned by it. */
@@ -400,6 +406,7 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		}
 	}
 
+	if (input.unprobed) verdicts.push(...mayBeShadowed(desired, refs, verdicts));
 	for (const served of input.served ?? []) {
 		const covering = desired.filter((d) =>
 			bundleNames(d.certificate.bundle).includes(served.sni.toLowerCase()),
@@ -421,4 +428,52 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 		});
 	}
 	return verdicts;
+}
+
+/** Refs certificatee never writes or removes: whatever they hold for a name stays there. */
+const LEFT_ALONE: ReadonlySet<VerdictClass> = new Set(["unaddressable", "ambiguous", "unmanaged"]);
+
+/**
+ * Without a probe: each DNS name of a desired certificate that a ref left alone holds in HAProxy's memory (in use,
+ * same key type, another certificate). HAProxy serves the one whose SNI entries were inserted first, which the
+ * observation does not show, so the desired certificate cannot be shown to be served there.
+ */
+function mayBeShadowed(
+	desired: ClassifyInput["desired"],
+	refs: readonly ObservedRef[],
+	verdicts: readonly Verdict[],
+): Verdict[] {
+	const leftAlone = new Set(verdicts.flatMap((v) => ("ref" in v && LEFT_ALONE.has(v.class) ? [v.ref] : [])));
+	const others = refs.filter(
+		(r) =>
+			leftAlone.has(r.ref) &&
+			r.runtime !== undefined &&
+			r.runtime.status !== "Unused" &&
+			r.runtime.status !== "Empty",
+	);
+	const out: Verdict[] = [];
+	for (const { ref, certificate } of desired) {
+		const leaf = certificate.bundle.leaf;
+		for (const sni of leaf.dnsNames) {
+			if (sni.startsWith("*.")) continue;
+			const other = others.find(
+				(r) =>
+					r.ref !== ref &&
+					sameKeyType(r, certificate) &&
+					!sideMatches(r.runtime, leaf) &&
+					refNames(r).includes(sni.toLowerCase()),
+			);
+			if (other === undefined) continue;
+			const expires = other.runtime?.notAfter ?? other.storage?.notAfter;
+			out.push({
+				class: "shadowed",
+				sni,
+				certificate: certificate.name,
+				servedSerial: other.runtime?.serial ?? "",
+				servedBy: other.ref,
+				why: `HAProxy may serve ${other.ref}${other.runtime?.serial ? ` (serial ${other.runtime.serial}${expires ? `, expires ${expires.toISOString()}` : ""})` : ""} for ${sni}: it holds that name beside ${ref}, and with no probe configured certificatee cannot show which of them HAProxy serves`,
+			});
+		}
+	}
+	return out;
 }
