@@ -5,6 +5,7 @@ import { type StatusSummary, statusSummary } from "../metrics/status-view.js";
 import type { Verdict } from "../reconcile/classify.js";
 import type { ReloadsView } from "../reconcile/report.js";
 import {
+	absentCertificates,
 	type CycleReport,
 	cycleOutcome,
 	type EndpointReport,
@@ -230,14 +231,15 @@ export function renderStatus(full: CycleReport, style: Styler, options: StatusOp
 		out.push("");
 		out.push(...renderTable(["TARGET", "ENDPOINT", "CLASS", "DETAIL"], extra, style));
 	}
+	const absent = absentCertificates(report);
 	for (const e of endpoints) {
-		const state = endpointState(e);
+		const state = endpointState(e, absent);
 		if (state.state === "converged") continue;
 		const word = state.state === "unobserved" ? "down" : state.state;
 		const colour = state.state === "pending" ? "yellow" : "red";
 		out.push(
 			style.paint({
-				text: `${e.target}/${e.endpoint} ${word}: ${state.reason}${hint(e.error?.hint)}`,
+				text: `${e.target}/${e.endpoint} ${word}: ${state.reason}${hint(state.hint ?? e.error?.hint)}`,
 				colour,
 			}),
 		);

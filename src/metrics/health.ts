@@ -3,7 +3,7 @@
  *   alive = a cycle finished within 3 × interval, or one is running and younger than its timeout;
  *   ready = the configuration is loaded, the latest cycle ran, and it observed at least one endpoint of each target.
  */
-import { type CycleReport, cycleOutcome, endpointState } from "../reconcile/report.js";
+import { absentCertificates, type CycleReport, cycleOutcome, endpointState } from "../reconcile/report.js";
 
 export interface LoopHealth {
 	intervalMs: number;
@@ -65,9 +65,10 @@ export interface Readiness {
 export function readiness(h: LoopHealth): Readiness {
 	const last = h.last;
 	const outcome = last ? cycleOutcome(last) : undefined;
+	const absent = last ? absentCertificates(last) : [];
 	const failedEndpoints = (last?.targets ?? []).flatMap((t) =>
 		t.endpoints.flatMap((e) => {
-			const s = endpointState(e);
+			const s = endpointState(e, absent);
 			return s.state === "failed" || s.state === "unobserved"
 				? [{ target: e.target, endpoint: e.endpoint, error: s.reason }]
 				: [];

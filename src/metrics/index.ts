@@ -13,6 +13,7 @@ import {
 } from "../reconcile/report.js";
 import { type ClusterView, registerClusterMetrics } from "./cluster.js";
 import { refsAfterCycle } from "./refs.js";
+import { type StatusSummary, statusSummary } from "./status-view.js";
 
 export interface RenewalView {
 	certificate: string;
@@ -34,6 +35,8 @@ export interface Metrics {
 	/** In a cluster: where the cluster gauges read from (docs/cluster.md); called once at start. */
 	recordCluster(view: () => ClusterView | undefined): void;
 }
+
+const ENDPOINT_STATES = ["converged", "pending", "failed", "unobserved"] as const;
 
 const seconds = (iso: string | Date) => new Date(iso).getTime() / 1000;
 
@@ -58,6 +61,50 @@ export function createMetrics(): Metrics {
 			},
 		});
 	const endpoints = () => (last?.targets ?? []).flatMap((t) => t.endpoints);
+	// The verdicts status, /status.json and the fleet page show: the same summary, built once per cycle.
+	let summarised: { report: CycleReport; summary: StatusSummary } | undefined;
+	const summary = (): StatusSummary | undefined => {
+		if (last === undefined) return undefined;
+		if (summarised?.report !== last) summarised = { report: last, summary: statusSummary(last) };
+		return summarised.summary;
+	};
+
+	gauge(
+		"certificatee_endpoint_state",
+		"1 for the endpoint's state after the last cycle (converged, pending, failed, unobserved), 0 for the others: the state status and the fleet page show.",
+		["target", "endpoint", "state"],
+		(g) => {
+			for (const e of summary()?.endpoints ?? [])
+				for (const state of ENDPOINT_STATES)
+					g.set({ target: e.target, endpoint: e.endpoint, state }, e.state === state ? 1 : 0);
+		},
+	);
+	gauge(
+		"certificatee_certificate_endpoints",
+		"Endpoints of the target that carry the certificate (status's converged/total: the total).",
+		["certificate", "target"],
+		(g) => {
+			for (const c of summary()?.certificates ?? [])
+				for (const t of c.targets) g.set({ certificate: c.name, target: t.target }, t.total);
+		},
+	);
+	gauge(
+		"certificatee_certificate_endpoints_converged",
+		"Endpoints of the target on which the certificate is converged (status's converged/total: converged).",
+		["certificate", "target"],
+		(g) => {
+			for (const c of summary()?.certificates ?? [])
+				for (const t of c.targets) g.set({ certificate: c.name, target: t.target }, t.converged);
+		},
+	);
+	gauge(
+		"certificatee_cycle_converged",
+		"1 when the last cycle converged (what `sync --once` would exit 0 for): nothing failed, nothing pending.",
+		[],
+		(g) => {
+			if (last !== undefined) g.set(cycleOutcome(last).converged ? 1 : 0);
+		},
+	);
 
 	gauge(
 		"certificatee_certificate_not_after_timestamp_seconds",

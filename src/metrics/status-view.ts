@@ -5,6 +5,7 @@
  */
 
 import {
+	absentCertificates,
 	type CycleReport,
 	certificateConvergence,
 	endpointState,
@@ -135,30 +136,30 @@ export function statusSummary(report: CycleReport): StatusSummary {
 		};
 	});
 	// Certificates certificatee issues but has none of (never issued, or none valid): shown with why.
-	const absent = [...renewals.values()]
-		.filter((r) => !report.certificates.some((c) => c.name === r.certificate))
-		.map(
-			(r): CertificateStatusView => ({
-				name: r.certificate,
-				names: r.names,
-				issuer: r.issuer,
-				state: r.state,
-				stateText: stateText(r.state, r.nextAttemptAt, r.lastError?.retryable === false),
-				...(r.lastError ? { lastError: r.lastError } : {}),
-				nextAttempt: r.nextAttemptAt,
-				nextRenewal: r.nextAttemptAt,
-				targets: report.targets.map((t) => ({
-					target: t.target,
-					converged: 0,
-					total: t.endpoints.length,
-					reasons: t.endpoints.map((e) => `${e.endpoint}: not issued yet`),
-				})),
-			}),
-		);
+	const waitedFor = absentCertificates(report);
+	const absent = waitedFor.map(
+		(r): CertificateStatusView => ({
+			name: r.certificate,
+			names: r.names,
+			issuer: r.issuer,
+			state: r.state,
+			stateText: stateText(r.state, r.nextAttemptAt, r.lastError?.retryable === false),
+			...(r.lastError ? { lastError: r.lastError } : {}),
+			nextAttempt: r.nextAttemptAt,
+			nextRenewal: r.nextAttemptAt,
+			targets: report.targets.map((t) => ({
+				target: t.target,
+				converged: 0,
+				total: t.endpoints.length,
+				reasons: t.endpoints.map((e) => `${e.endpoint}: not issued yet`),
+			})),
+		}),
+	);
 	return {
 		certificates: [...desired, ...absent],
 		endpoints: endpoints.map((e) => {
-			const state = endpointState(e);
+			const state = endpointState(e, waitedFor);
+			const hint = e.error?.hint ?? (state.state === "converged" ? undefined : state.hint);
 			return {
 				target: e.target,
 				endpoint: e.endpoint,
@@ -166,7 +167,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
 				state: state.state,
 				...(state.state !== "converged" ? { reason: state.reason } : {}),
 				...(e.error ? { error: e.error.message } : {}),
-				...(e.error?.hint ? { hint: e.error.hint } : {}),
+				...(hint ? { hint } : {}),
 				...(e.reloads ? { reloads: e.reloads } : {}),
 			};
 		}),

@@ -84,10 +84,14 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	const servedBefore = await probeAll(job);
 	const serialBefore = observedSerial(observation.refs);
 	let { verdicts, plan } = decide(job, observation, servedBefore);
-	// Names this cycle's writes hand to another ref, reported before the write (cleared below if served right).
+	// Names this cycle's writes hand to another ref, reported before the write (cleared below if served right);
+	// where no probe shows who serves a name, the plan's handover says more than the observation.
+	const handedOver = new Set(plan.shadowed.map((p) => p.sni));
+	const probed = job.driver.probe !== undefined;
+	const classified = verdicts.filter((v) => v.class !== "shadowed" || probed || !handedOver.has(v.sni));
 	verdicts = [
-		...verdicts,
-		...plan.shadowed.filter((p) => !verdicts.some((v) => v.class === "shadowed" && v.sni === p.sni)),
+		...classified,
+		...plan.shadowed.filter((p) => !classified.some((v) => v.class === "shadowed" && v.sni === p.sni)),
 	];
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
 	const notes = [...plan.notes];
@@ -355,6 +359,7 @@ function decide(
 		refs: observation.refs,
 		policy: job.policy,
 		served,
+		...(job.driver.probe === undefined ? { unprobed: true } : {}),
 		...(job.knownPinned ? { knownPinned: job.knownPinned } : {}),
 		...(observation.crtLists ? { crtLists: observation.crtLists } : {}),
 	});

@@ -140,7 +140,15 @@ export function emptyEndpointReport(
  * daemon's logs, /readyz and the metrics all read these.
  * ------------------------------------------------------------------------------------------------------- */
 
-export type FailureKind = "source" | "order" | "endpoint" | "write" | "probe" | "refused" | "reload";
+export type FailureKind =
+	| "source"
+	| "order"
+	| "endpoint"
+	| "write"
+	| "probe"
+	| "shadowed"
+	| "refused"
+	| "reload";
 
 /** Where a list of steps stands: `open` ones are not done (planned, skipped or failed). */
 export interface StepCounts {
@@ -176,16 +184,20 @@ export interface Failure {
 	code: string;
 	message: string;
 	hint?: string;
+	/** The certificate's view of it: what `status` says after "CERTIFICATE on TARGET/ENDPOINT: ". */
+	reason?: string;
 }
 
 /**
- * One endpoint after a cycle: `unobserved` (it did not answer: nothing is known), `failed` (a write, a probe or a
- * refused update), `pending` (changes planned or skipped, none failed), `converged` (everything in sync and,
- * where probed, served). `reason` says why it is not converged.
+ * One endpoint after a cycle: `unobserved` (it did not answer: nothing is known), `failed` (a write, a probe, a
+ * shadowed name or a refused update), `pending` (changes planned, skipped or waiting for a reload, none failed),
+ * `converged` (every certificate on it in sync and, where probed, served). `reason` says why it is not converged.
+ * A certificate on an endpoint has the same four states (`certificateOnEndpoint`), and an endpoint is converged
+ * only when every certificate on it is.
  */
 export type EndpointState =
 	| { state: "converged" }
-	| { state: "pending" | "failed" | "unobserved"; reason: string };
+	| { state: "pending" | "failed" | "unobserved"; reason: string; hint?: string };
 
 /** What to do, when the error itself carries no hint. */
 const DEFAULT_HINT = {
@@ -208,6 +220,52 @@ const REFUSAL_HINT: Record<RefusalCode, string> = {
 
 const BLOCKED_RENEWALS: ReadonlySet<RenewalState> = new Set(["failing", "backing-off", "capped"]);
 
+const CANONICAL: ReadonlySet<string> = new Set(["in-sync", "stale", "missing", "refused"]);
+
+type Shadowed = Extract<Verdict, { class: "shadowed" }>;
+
+/** The ref a certificate belongs in on this endpoint (its canonical verdict's). */
+function canonicalRef(e: EndpointReport, certificate: string): string | undefined {
+	const v = e.verdicts.find(
+		(x) => CANONICAL.has(x.class) && "certificate" in x && x.certificate === certificate,
+	);
+	return v && "ref" in v ? v.ref : undefined;
+}
+
+/**
+ * Does a write still to run hand the name back to the desired certificate? The ref serving it now is rewritten
+ * or removed, or a write for the certificate is planned and the plan's own prediction (servingAfter) does not have
+ * another ref serving the name after it.
+ */
+function fixedByPendingWrite(e: EndpointReport, v: Shadowed, open: readonly StepView[]): boolean {
+	if (!open.some((s) => s.certificate === v.certificate || s.ref === v.servedBy)) return false;
+	if (v.servedBy !== undefined && open.some((s) => s.ref === v.servedBy)) return true;
+	const after = e.servingAfter?.find((x) => x.sni === v.sni && x.certificate === v.certificate);
+	// No runtime write of its ref is planned (a storage write a reload makes live): the sync tells.
+	return after === undefined || after.ref === canonicalRef(e, v.certificate);
+}
+
+/** What frees a shadowed name, by what the culprit is. */
+function shadowedHint(e: EndpointReport, v: Shadowed): string {
+	const culprit = e.verdicts.find((x) => "ref" in x && x.ref === v.servedBy);
+	const keeper = canonicalRef(e, v.certificate) ?? v.certificate;
+	const probe = e.served.some((s) => s.sni === v.sni)
+		? ""
+		: "; or configure `probe` on the endpoint so certificatee sees which certificate HAProxy serves";
+	switch (culprit?.class) {
+		case "unaddressable":
+			return `rename ${culprit.ref} on disk to a name the Data Plane API keeps unchanged (letters, digits, _ and - before the extension), or remove it if ${keeper} replaces it, then reload HAProxy: certificatee never touches it${probe}`;
+		case "ambiguous":
+			return `remove ${culprit.ref}, or make its names equal to ${keeper}'s (then it is a duplicate certificatee removes): certificatee leaves it alone${probe}`;
+		case "unmanaged":
+			return `remove ${culprit.ref} from HAProxy, or give ${v.sni} to one certificate only: certificatee never touches it${probe}`;
+		default:
+			return v.servedBy
+				? `${v.servedBy} wins this name: see the endpoint's notes (shadowed, ambiguous, pinned)${probe}`
+				: `another certificate wins this name: see the endpoint's notes (shadowed, ambiguous, pinned)${probe}`;
+	}
+}
+
 /** Every failure of an endpoint, in the order an operator would fix them. */
 export function endpointFailures(e: EndpointReport): Failure[] {
 	const at = `${e.target}/${e.endpoint}`;
@@ -221,6 +279,7 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 	const out: Failure[] = [];
 	for (const s of e.steps) {
 		if (s.result !== "failed") continue;
+		const error = s.error ?? { code: "ENDPOINT_ERROR" as const, message: "the write failed" };
 		out.push({
 			kind: "write",
 			key: `write:${at}:${s.ref}:${s.op}`,
@@ -228,7 +287,8 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			...base,
 			...(s.certificate ? { certificate: s.certificate } : {}),
 			hint: DEFAULT_HINT.write,
-			...(s.error ?? { code: "ENDPOINT_ERROR", message: "the write failed" }),
+			...error,
+			reason: `${s.op} ${s.ref} failed: ${error.code}: ${error.message}`,
 		});
 	}
 	for (const v of e.verdicts) {
@@ -242,6 +302,7 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			code: v.code,
 			message: `${v.ref}: ${v.why}`,
 			hint: REFUSAL_HINT[v.code],
+			reason: `refused: ${v.why}`,
 		});
 	}
 	const breaker = e.reloads?.breaker;
@@ -257,13 +318,36 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			hint: "fix HAProxy (haproxy -c, its log) until it serves what was written: the breaker closes by itself at the next cycle whose probes all match; or clear it (docs/reloads.md)",
 		});
 	}
+	const open = e.steps.filter((s) => s.result === undefined);
+	const held = e.reloads?.cycle?.decision === "held" ? e.reloads.cycle.certificates : [];
+	// A name another ref serves (a probe saw it, a write hands it over, or with no probe it may be) is a failure
+	// every cycle it lasts, unless a write still to run gives it back; its probe mismatch is the same failure.
+	const shadowedNames = new Set<string>();
+	for (const v of e.verdicts) {
+		if (v.class !== "shadowed" || shadowedNames.has(`${v.sni} ${v.certificate}`)) continue;
+		shadowedNames.add(`${v.sni} ${v.certificate}`);
+		// A reload held back makes it live later: pending, with the reload's reason.
+		if (held.includes(v.certificate) || fixedByPendingWrite(e, v, open)) continue;
+		out.push({
+			kind: "shadowed",
+			key: `shadowed:${at}:${v.sni}:${v.certificate}`,
+			subject: `${at} ${v.sni}`,
+			...base,
+			certificate: v.certificate,
+			code: "SNI_SHADOWED",
+			message: `${v.sni}: ${v.why}`,
+			hint: shadowedHint(e, v),
+			reason: `shadowed: ${v.why}`,
+		});
+	}
 	// A mismatch a planned write will fix is pending, not failed; after the writes (sync) it is a failure.
-	const fixing = new Set(e.steps.filter((s) => s.result === undefined).map((s) => s.certificate));
+	const fixing = new Set(open.map((s) => s.certificate));
 	// A name waiting for a reload held back (budget, max_per_hour 0) is pending, reported with the reload's reason.
-	if (e.reloads?.cycle?.decision === "held") for (const c of e.reloads.cycle.certificates) fixing.add(c);
+	for (const c of held) fixing.add(c);
 	for (const s of e.served) {
+		if (s.match || shadowedNames.has(`${s.sni} ${s.certificate}`)) continue;
 		// A probe HAProxy refuses for want of a certificate is fixed by the write that deploys one, as a mismatch is.
-		if (s.match || ((s.error === undefined || s.noCertificate) && fixing.has(s.certificate))) continue;
+		if ((s.error === undefined || s.noCertificate) && fixing.has(s.certificate)) continue;
 		out.push({
 			kind: "probe",
 			key: `probe:${at}:${s.sni}`,
@@ -277,25 +361,57 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			hint: s.error
 				? "check the endpoint's probe address (host:port of the TLS listener)"
 				: "another ref wins this SNI name: see the endpoint's notes (shadowed, ambiguous, pinned)",
+			reason: s.error
+				? `probe of ${s.sni} failed: ${s.error}`
+				: `${s.sni} serves serial ${s.servedSerial ?? "?"}, want ${s.expectedSerial}`,
 		});
 	}
 	return out;
 }
 
-export function endpointState(e: EndpointReport): EndpointState {
-	const failures = endpointFailures(e);
+/** Certificates certificatee issues that have none yet (never issued, or none valid): every endpoint waits for them. */
+export function absentCertificates(report: CycleReport): RenewalView[] {
+	const present = new Set(report.certificates.map((c) => c.name));
+	return (report.renewals ?? []).filter((r) => !present.has(r.certificate));
+}
+
+/**
+ * The one verdict on an endpoint. `absent`: the certificates it should carry that do not exist yet
+ * (`absentCertificates`): it is not converged while one is missing. Every view reads this (CLI, status,
+ * /status.json, the fleet page, metrics, /readyz, the daemon's log).
+ */
+export function endpointState(e: EndpointReport, absent: readonly RenewalView[] = []): EndpointState {
+	const index = indexOf(e);
+	if (index.state.state !== "converged" || absent.length === 0) return index.state;
+	const first = absent[0] as RenewalView;
+	const more = absent.length > 1 ? ` (and ${absent.length - 1} more)` : "";
+	return { state: "pending", reason: `${first.certificate}: not issued yet (${first.state})${more}` };
+}
+
+/** The endpoint's own verdict, from its report alone; every certificate's state on it decided once. */
+function decideEndpoint(
+	e: EndpointReport,
+	failures: readonly Failure[],
+	certificates: ReadonlyMap<string, CertificateOnEndpoint>,
+): EndpointState {
 	const first = failures[0];
 	const backoff = backoffText(e);
 	if (!e.ok) return { state: "unobserved", reason: `${first?.code}: ${first?.message}${backoff}` };
 	if (first) {
 		const more = failures.length > 1 ? ` (and ${failures.length - 1} more)` : "";
-		return { state: "failed", reason: `${first.code}: ${first.message}${more}${backoff}` };
+		return {
+			state: "failed",
+			reason: `${first.code}: ${first.message}${more}${backoff}`,
+			...(first.hint ? { hint: first.hint } : {}),
+		};
 	}
 	const pending = stepCounts(e.steps).open;
 	if (pending > 0)
 		return { state: "pending", reason: `${pending} change${pending === 1 ? "" : "s"} pending${backoff}` };
 	const held = e.reloads?.cycle;
 	if (held?.decision === "held") return { state: "pending", reason: `${held.code}: ${held.message}` };
+	for (const [name, c] of certificates)
+		if (c.state !== "converged") return { state: "pending", reason: `${name}: ${c.reason}` };
 	return { state: "converged" };
 }
 
@@ -307,96 +423,154 @@ function backoffText(e: EndpointReport): string {
 	return `; backing off after ${failures} failed cycle(s) in a row: ${sits}`;
 }
 
-const CANONICAL: ReadonlySet<string> = new Set(["in-sync", "stale", "missing", "refused"]);
+/**
+ * One certificate on one endpoint: `converged` when its canonical ref holds it in storage and runtime (after this
+ * cycle's writes) and every probe by SNI serves it, and nothing about it failed; `failed` when a failure of the
+ * endpoint is about it (a write, a refusal, a shadowed name, a probe); `pending` when a write for it is still to
+ * run or only a reload makes it live; `unobserved` when the endpoint did not answer. `refInSync`: the canonical ref
+ * holds it (a served mismatch aside).
+ */
+export interface CertificateOnEndpoint {
+	state: EndpointState["state"];
+	refInSync: boolean;
+	/** state === "converged". */
+	converged: boolean;
+	reason?: string;
+	/** Pending with no write to run and no reload held back: only a reload or an operator makes it live. */
+	waiting?: true;
+}
 
 /**
- * One certificate on one endpoint: `refInSync` when its canonical ref holds it in storage and runtime (after
- * this cycle's writes); `converged` when moreover every probe by SNI serves it; `reason` when not converged.
- * Undefined when the endpoint was observed and does not carry the certificate.
- */
-/**
- * What the per-certificate views read of one endpoint report, looked up once per report (the report is final
- * once its cycle is over): without it every certificate scanned every verdict, step and probe of every endpoint,
+ * What the per-certificate views read of one endpoint report, decided once per report (the report is final once
+ * its cycle is over): without it every certificate scanned every verdict, step and probe of every endpoint,
  * quadratic in the certificates (a second of CPU after each cycle at 5,000 certificates).
  */
 interface EndpointIndex {
+	failures: Failure[];
+	/** Every certificate any verdict names, with its state on the endpoint. */
+	certificates: Map<string, CertificateOnEndpoint>;
+	/** Certificates pending with no write to run and no reload held: only a reload or an operator makes them live. */
+	waiting: number;
 	state: EndpointState;
-	/** The canonical verdict of each certificate (the first, as find() gave). */
-	canonical: Map<string, Verdict>;
-	/** Certificates any verdict names. */
-	carried: Set<string>;
-	steps: Map<string, StepView[]>;
-	/** Every prefix a note has before one of its ":" (a note about a ref starts with "<ref>:"). */
-	notePrefixes: Set<string>;
-	/** The first probe of each certificate that did not match. */
-	mismatch: Map<string, EndpointReport["served"][number]>;
 }
 
 const indexes = new WeakMap<EndpointReport, EndpointIndex>();
 
 function indexOf(e: EndpointReport): EndpointIndex {
-	let index = indexes.get(e);
-	if (index) return index;
-	index = {
-		state: endpointState(e),
-		canonical: new Map(),
-		carried: new Set(),
-		steps: new Map(),
-		notePrefixes: new Set(),
-		mismatch: new Map(),
+	const known = indexes.get(e);
+	if (known) return known;
+	const failures = endpointFailures(e);
+	const certificates = e.ok ? certificatesOn(e, failures) : new Map<string, CertificateOnEndpoint>();
+	const index: EndpointIndex = {
+		failures,
+		certificates,
+		waiting: [...certificates.values()].filter((c) => c.waiting).length,
+		state: decideEndpoint(e, failures, certificates),
 	};
-	for (const v of e.verdicts) {
-		if (!("certificate" in v) || v.certificate === undefined) continue;
-		index.carried.add(v.certificate);
-		if (CANONICAL.has(v.class) && !index.canonical.has(v.certificate)) index.canonical.set(v.certificate, v);
-	}
-	for (const s of e.steps) {
-		const list = index.steps.get(s.ref);
-		if (list) list.push(s);
-		else index.steps.set(s.ref, [s]);
-	}
-	for (const n of e.notes)
-		for (let i = n.indexOf(":"); i >= 0; i = n.indexOf(":", i + 1)) index.notePrefixes.add(n.slice(0, i));
-	for (const probe of e.served)
-		if (!probe.match && !index.mismatch.has(probe.certificate)) index.mismatch.set(probe.certificate, probe);
 	indexes.set(e, index);
 	return index;
 }
 
+/** Each certificate the endpoint carries, decided from the endpoint's failures, steps, notes and reloads. */
+function certificatesOn(e: EndpointReport, failures: readonly Failure[]): Map<string, CertificateOnEndpoint> {
+	const certificates = new Map<string, CertificateOnEndpoint>();
+	const canonical = new Map<string, Verdict & { ref: string }>();
+	const carried = new Set<string>();
+	for (const v of e.verdicts) {
+		if (!("certificate" in v) || v.certificate === undefined) continue;
+		carried.add(v.certificate);
+		if (CANONICAL.has(v.class) && "ref" in v && !canonical.has(v.certificate))
+			canonical.set(v.certificate, v);
+	}
+	const stepsByRef = new Map<string, StepView[]>();
+	for (const s of e.steps) {
+		const list = stepsByRef.get(s.ref);
+		if (list) list.push(s);
+		else stepsByRef.set(s.ref, [s]);
+	}
+	const openFor = new Set(e.steps.filter((s) => s.result === undefined).flatMap((s) => s.certificate ?? []));
+	// A note about a ref starts with "<ref>: ".
+	const notes = new Map<string, string>();
+	for (const n of e.notes) {
+		for (let i = n.indexOf(":"); i >= 0; i = n.indexOf(":", i + 1)) {
+			const prefix = n.slice(0, i);
+			if (!notes.has(prefix)) notes.set(prefix, n.slice(i + 1).trim());
+		}
+	}
+	const failed = new Map<string, Failure>();
+	for (const f of failures)
+		if (f.certificate !== undefined && !failed.has(f.certificate)) failed.set(f.certificate, f);
+	const held = e.reloads?.cycle?.decision === "held" ? e.reloads.cycle : undefined;
+	for (const certificate of carried) {
+		const verdict = canonical.get(certificate);
+		if (verdict === undefined) continue;
+		certificates.set(
+			certificate,
+			decideCertificate({
+				verdict,
+				steps: stepsByRef.get(verdict.ref) ?? [],
+				open: openFor.has(certificate),
+				note: notes.get(verdict.ref),
+				failure: failed.get(certificate),
+				held: held?.certificates.includes(certificate) ? held : undefined,
+			}),
+		);
+	}
+	return certificates;
+}
+
+function decideCertificate(c: {
+	verdict: Verdict & { ref: string };
+	steps: readonly StepView[];
+	/** A write for the certificate (on any ref) is still to run. */
+	open: boolean;
+	/** The plan's note about its ref (e.g. waiting for a reload). */
+	note: string | undefined;
+	failure: Failure | undefined;
+	held: ReloadsView["cycle"] | undefined;
+}): CertificateOnEndpoint {
+	const { verdict, steps, failure } = c;
+	const canonicalFailed = steps.some((s) => s.result === "failed") || verdict.class === "refused";
+	const counts = stepCounts(steps);
+	const notYet =
+		verdict.class !== "in-sync" && (steps.length === 0 || counts.open > 0 || c.note !== undefined);
+	const refInSync = !canonicalFailed && !notYet;
+	if (failure)
+		return { state: "failed", refInSync, converged: false, reason: failure.reason ?? failure.message };
+	if (c.held)
+		return { state: "pending", refInSync, converged: false, reason: `${c.held.code}: ${c.held.message}` };
+	if (notYet || c.open) {
+		const open = counts.open > 0 ? `: ${counts.open} change${counts.open === 1 ? "" : "s"} pending` : "";
+		const why = c.note !== undefined && counts.open === 0 ? `: ${c.note}` : open;
+		return {
+			state: "pending",
+			refInSync,
+			converged: false,
+			reason: `${verdict.class}${why || ": changes pending"}`,
+			...(c.open ? {} : { waiting: true as const }),
+		};
+	}
+	return { state: "converged", refInSync: true, converged: true };
+}
+
+/**
+ * One certificate on one endpoint (see CertificateOnEndpoint); undefined when the endpoint was observed and does
+ * not carry the certificate.
+ */
 export function certificateOnEndpoint(
 	e: EndpointReport,
 	certificate: string,
-): { refInSync: boolean; converged: boolean; reason?: string } | undefined {
+): CertificateOnEndpoint | undefined {
 	const index = indexOf(e);
-	const state = index.state;
-	if (state.state === "unobserved") {
-		return { refInSync: false, converged: false, reason: `not observed: ${state.reason}` };
-	}
-	const verdict = index.canonical.get(certificate);
-	if (verdict === undefined || !("ref" in verdict)) return undefined;
-	const not = (reason: string) => ({ refInSync: false, converged: false, reason });
-	if (verdict.class === "refused") return not(`refused: ${verdict.why}`);
-	const steps = index.steps.get(verdict.ref) ?? [];
-	const failed = steps.find((s) => s.result === "failed");
-	if (failed) return not(`${failed.op} failed: ${failed.error?.code}: ${failed.error?.message}`);
-	if (verdict.class !== "in-sync") {
-		const open = stepCounts(steps).open;
-		const noted = index.notePrefixes.has(verdict.ref);
-		if (steps.length === 0 || open > 0 || noted) {
-			return not(`${verdict.class}${open > 0 ? `: ${open} change${open === 1 ? "" : "s"} pending` : ""}`);
-		}
-	}
-	const probe = index.mismatch.get(certificate);
-	if (probe) {
+	if (!e.ok) {
 		return {
-			refInSync: true,
+			state: "unobserved",
+			refInSync: false,
 			converged: false,
-			reason: probe.error
-				? `probe of ${probe.sni} failed: ${probe.error}`
-				: `${probe.sni} serves serial ${probe.servedSerial}, want ${probe.expectedSerial}`,
+			reason: `not observed: ${(index.state as { reason: string }).reason}`,
 		};
 	}
-	return { refInSync: true, converged: true };
+	return index.certificates.get(certificate);
 }
 
 /** How many of a target's endpoints that carry the certificate (or were not observed) it has converged on, and why not. */
@@ -404,15 +578,17 @@ export function certificateConvergence(
 	endpoints: readonly EndpointReport[],
 	certificate: string,
 ): { converged: number; total: number; reasons: string[] } {
-	const eps = endpoints.filter((e) => !e.ok || indexOf(e).carried.has(certificate));
 	const reasons: string[] = [];
 	let converged = 0;
-	for (const e of eps) {
+	let total = 0;
+	for (const e of endpoints) {
 		const c = certificateOnEndpoint(e, certificate);
-		if (c === undefined || c.converged) converged++;
+		if (c === undefined) continue;
+		total++;
+		if (c.converged) converged++;
 		else reasons.push(`${e.endpoint}: ${c.reason}`);
 	}
-	return { converged, total: eps.length, reasons };
+	return { converged, total, reasons };
 }
 
 /** Every failure of a cycle: source files, orders (this cycle's and those still blocked), endpoints. */
@@ -452,10 +628,15 @@ export function cycleFailures(report: CycleReport): Failure[] {
 
 export interface CycleOutcome {
 	failures: Failure[];
-	/** Writes planned or skipped, plus certificates due to be ordered. */
+	/**
+	 * Writes planned or skipped, reloads held back, certificates waiting on an endpoint for what this cycle
+	 * cannot do (a reload), plus certificates due to be ordered.
+	 */
 	pending: number;
+	/** Writes done this cycle. */
+	written: number;
 	endpoints: number;
-	/** Endpoints observed, nothing failed, nothing pending. */
+	/** Endpoints observed, nothing failed, nothing pending, every certificate on them converged (endpointState). */
 	convergedEndpoints: number;
 	/** Targets none of whose endpoints could be observed. */
 	unobservedTargets: string[];
@@ -467,13 +648,17 @@ export function cycleOutcome(report: CycleReport): CycleOutcome {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const failures = cycleFailures(report);
 	const writes = stepCounts(endpoints.flatMap((e) => e.steps));
+	const absent = absentCertificates(report);
 	// A reload held back (budget, max_per_hour 0) leaves what it would make live not served: pending.
 	const held = endpoints.filter((e) => e.reloads?.cycle?.decision === "held").length;
-	const pending = writes.open + held + (report.renewals ?? []).filter((r) => r.state === "due").length;
-	const convergedEndpoints = endpoints.filter((e) => endpointState(e).state === "converged").length;
+	const waiting = endpoints.reduce((n, e) => n + (e.ok ? indexOf(e).waiting : 0), 0);
+	const due = (report.renewals ?? []).filter((r) => r.state === "due").length;
+	const pending = writes.open + held + waiting + due;
+	const convergedEndpoints = endpoints.filter((e) => endpointState(e, absent).state === "converged").length;
 	return {
 		failures,
 		pending,
+		written: writes.done,
 		endpoints: endpoints.length,
 		convergedEndpoints,
 		unobservedTargets: report.targets
@@ -485,7 +670,10 @@ export function cycleOutcome(report: CycleReport): CycleOutcome {
 
 /** The last line of `plan` and `sync`: "converged" only when every endpoint was observed and is in sync. */
 export function outcomeLine(outcome: CycleOutcome, mode: "plan" | "sync"): string {
-	if (outcome.converged) return "converged: nothing to do";
+	if (outcome.converged)
+		return outcome.written === 0
+			? "converged: nothing to do"
+			: `converged: ${outcome.written} write${outcome.written === 1 ? "" : "s"} done`;
 	const parts: string[] = [];
 	const byKind = new Map<FailureKind, number>();
 	for (const f of outcome.failures) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
@@ -495,6 +683,7 @@ export function outcomeLine(outcome: CycleOutcome, mode: "plan" | "sync"): strin
 		endpoint: ["endpoint unreachable", "endpoints unreachable"],
 		write: ["failed write", "failed writes"],
 		probe: ["failed probe", "failed probes"],
+		shadowed: ["shadowed name", "shadowed names"],
 		refused: ["refused update", "refused updates"],
 		reload: ["reload breaker open", "reload breakers open"],
 	};

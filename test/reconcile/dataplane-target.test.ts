@@ -10,7 +10,16 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../src/certificates/index.js";
-import type { EndpointReport } from "../../src/reconcile/report.js";
+import { cycleExitCode } from "../../src/cli/exit.js";
+import { statusSummary } from "../../src/metrics/status-view.js";
+import {
+	type CycleReport,
+	certificateOnEndpoint,
+	cycleOutcome,
+	type EndpointReport,
+	endpointState,
+	type TargetReport,
+} from "../../src/reconcile/report.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 import type { DpapiDouble } from "../harness/dpapi-double/index.js";
 import type { HaproxyOptions } from "../harness/haproxy.js";
@@ -371,6 +380,75 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(await h.workerPid()).toBe(pid);
 		expect(d.scheduledReloads).toEqual([]);
 	});
+
+	it.each([
+		["with a probe", true],
+		["without a probe", false],
+	] as const)(
+		"a name another certificate serves is never converged, every cycle (%s): the dotted legacy file beside its keeper",
+		async (_title, probed) => {
+			const names = ["dotted.test", "www.dotted.test"];
+			const keeper = await issueTestLeaf(ca, { names });
+			const legacy = await issueTestLeaf(ca, { names });
+			// HAProxy loads its crt directory in name order: dotted.test.pem ('.' < '_') serves both names.
+			const h = await r.haproxy({
+				crtDir: { "dotted_test.pem": keeper.combinedPem, "dotted.test.pem": legacy.combinedPem },
+			});
+			const d = await r.dpapi(h);
+			const endpoint = { name: "fra1", url: d.url, username: d.username, password: d.password };
+			const t = r.dataplane(h, d, { endpoints: [probed ? { ...endpoint, probe: h.address } : endpoint] });
+			const report = (target: TargetReport, mode: "plan" | "sync"): CycleReport => ({
+				mode,
+				startedAt: new Date().toISOString(),
+				durationMs: 0,
+				certificates: [],
+				sourceProblems: [],
+				targets: [target],
+			});
+			let current = keeper;
+			for (let i = 0; i < 4; i++) {
+				// Cycle 2 renews the keeper: its runtime update puts its SNI entries behind the legacy file's again.
+				if (i === 1) current = await issueTestLeaf(ca, { names });
+				const want = [desired("dotted.test", current, names)];
+				for (const mode of ["plan", "sync"] as const) {
+					const target = await t.run(want, mode, new AbortController().signal);
+					const e = target.endpoints[0] as EndpointReport;
+					const at = `cycle ${i + 1} ${mode}`;
+					expect(e.ok, at).toBe(true);
+					expect(endpointState(e), at).toMatchObject({
+						state: "failed",
+						reason: expect.stringMatching(
+							/^SNI_SHADOWED: dotted\.test: .*HAProxy (may )?serves? dotted\.test\.pem/,
+						),
+					});
+					expect(certificateOnEndpoint(e, "dotted.test"), at).toMatchObject({
+						state: "failed",
+						converged: false,
+						reason: expect.stringMatching(/^shadowed: /),
+					});
+					const cycle = report(target, mode);
+					const outcome = cycleOutcome(cycle);
+					expect(outcome.converged, at).toBe(false);
+					expect(
+						outcome.failures.map((f) => `${f.kind} ${f.subject}`),
+						at,
+					).toEqual(["shadowed fra/fra1 dotted.test", "shadowed fra/fra1 www.dotted.test"]);
+					// What to do, named: the file to rename.
+					expect(outcome.failures[0]?.hint, at).toMatch(/^rename dotted\.test\.pem on disk/);
+					if (!probed) expect(outcome.failures[0]?.hint, at).toMatch(/configure `probe` on the endpoint/);
+					expect(cycleExitCode(outcome, mode), at).toBe(1);
+					const status = statusSummary(cycle);
+					expect(
+						status.endpoints.map((x) => x.state),
+						at,
+					).toEqual(["failed"]);
+				}
+			}
+			// The legacy file serves the names all along: what every view above said.
+			for (const sni of names) expect(await served(h, sni)).toBe(normaliseSerial(legacy.serial));
+			expect(d.scheduledReloads).toEqual([]);
+		},
+	);
 
 	it("a ~17 KiB certificate through the API: its runtime write is never sent, reported pending a reload with its size; HAProxy alive, same worker, the others converge", async () => {
 		const small1 = await issueTestLeaf(ca, { names: ["small.test"] });
