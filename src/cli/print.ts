@@ -9,6 +9,7 @@ import {
 	type CycleReport,
 	cycleOutcome,
 	type EndpointReport,
+	endpointFailures,
 	endpointState,
 	outcomeLine,
 	type RenewalView,
@@ -140,6 +141,11 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 			`    ${style.paint({ text: "reload breaker open", colour: "red" })} ${e.reloads.breaker.message}`,
 		);
 	}
+	// A shadowed name says what frees it, once per culprit.
+	const fixes = new Set(
+		endpointFailures(e).flatMap((f) => (f.kind === "shadowed" && f.hint ? [f.hint] : [])),
+	);
+	for (const fix of fixes) out.push(`    ${style.paint({ text: "to fix", colour: "red" })} ${fix}`);
 	for (const s of e.served.filter((x) => !x.match)) {
 		out.push(
 			`    ${style.paint({ text: "served", colour: "red" })} ${s.sni}: ${s.servedSerial ?? s.error} (want ${s.expectedSerial})`,

@@ -288,7 +288,7 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			...(s.certificate ? { certificate: s.certificate } : {}),
 			hint: DEFAULT_HINT.write,
 			...error,
-			reason: `${s.op} ${s.ref} failed: ${error.code}: ${error.message}`,
+			reason: `${s.op} failed: ${error.code}: ${error.message}`,
 		});
 	}
 	for (const v of e.verdicts) {
