@@ -153,13 +153,52 @@ export function errorView(e: { code: ErrorCode; message: string; hint?: string |
 }
 
 const PEM_BLOCK = /-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g;
-// A run of base64 long enough to be part of a key or certificate, even without its armour
-// (the Data Plane API echoes socket commands, sometimes cut into lines).
-const BASE64_RUN = /(?:[A-Za-z0-9+/]{40,}={0,2}\s*){2,}/g;
+// A run of base64 long enough to be part of a key or certificate, even without its armour (the Data Plane
+// API echoes socket commands, sometimes cut into lines). One line is enough: the first body line of a SEC1
+// P-256 key holds the whole private scalar, and a TSIG secret is 44 characters. Kept: hex (serials,
+// fingerprints) and what reads as a path or a word list (no digit, or no capital, or no small letter).
+const BASE64_RUN = /[A-Za-z0-9+/]{40,}={0,2}/g;
+// `password=…`, `"token": "…"`, `secret: …`, `Authorization: Basic …`/`Bearer …`: the value goes.
+const SECRET_ASSIGNMENT =
+	/\b(password|passwd|pass|secret|token|api[_-]?key|hmac[_-]?key|eab_hmac_key|private[_-]?key)("?\s*[:=]\s*"?)([^\s"'&,;[][^\s"'&,;]*)/gi;
+const AUTHORIZATION = /\b(Basic|Bearer)\s+[A-Za-z0-9+/._~-]+=*/g;
 
-/** Removes PEM blocks and long base64 runs from text that came from outside (endpoint bodies, stderr). */
+/**
+ * Every secret value the configuration loaded (passwords, tokens, HMAC keys, the TSIG secret, the cluster's
+ * encryption key): scrubbed by value wherever it appears, whatever its shape. One registry for the process,
+ * filled by the loaders (config/interpolate.ts, sources/acme/rfc2136.ts, cluster/encryption.ts).
+ */
+const KNOWN_SECRETS = new Set<string>();
+/** Shorter values are too likely to be ordinary words ("admin") to be cut out of every message. */
+const MIN_KNOWN_SECRET = 6;
+
+/** Remembers a secret value (and its base64 and hex forms for binary keys) so that no message carries it. */
+export function rememberSecret(value: string | Buffer): void {
+	const forms =
+		typeof value === "string"
+			? [value]
+			: [value.toString("base64"), value.toString("hex"), value.toString("base64url")];
+	for (const form of forms) if (form.length >= MIN_KNOWN_SECRET) KNOWN_SECRETS.add(form);
+}
+
+function looksLikeBase64(run: string): boolean {
+	if (/^[0-9a-fA-F]+$/.test(run)) return false;
+	return /[0-9]/.test(run) && /[A-Z]/.test(run) && /[a-z]/.test(run);
+}
+
+/**
+ * Removes known secret values, PEM blocks, long base64 runs, `password=…`-style values and Authorization
+ * credentials from text that came from outside (endpoint bodies, stderr) or goes out (errors, logs).
+ */
 export function scrubSecrets(text: string): string {
-	return text.replace(PEM_BLOCK, "[PEM removed]").replace(BASE64_RUN, "[base64 removed]");
+	let out = text;
+	for (const secret of KNOWN_SECRETS)
+		if (out.includes(secret)) out = out.split(secret).join("[secret removed]");
+	return out
+		.replace(PEM_BLOCK, "[PEM removed]")
+		.replace(AUTHORIZATION, "$1 [secret removed]")
+		.replace(SECRET_ASSIGNMENT, "$1$2[secret removed]")
+		.replace(BASE64_RUN, (run) => (looksLikeBase64(run) ? "[base64 removed]" : run));
 }
 
 /** The message of any thrown value, scrubbed. */

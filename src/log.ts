@@ -1,5 +1,6 @@
 /** Logging: pino, JSON by default, pretty on a TTY. Redaction of secrets is configured here, once. */
 import { type DestinationStream, type Logger, pino } from "pino";
+import { scrubSecrets } from "./errors.js";
 
 export type { Logger };
 
@@ -35,6 +36,15 @@ export function createLogger(options: LogOptions = {}): Logger {
 		level: options.level ?? "info",
 		redact: { paths: REDACT_PATHS, censor: "[redacted]" },
 		base: { name: "certificatee" },
+		// Every message goes through the scrubber: known secret values and their shapes (errors.ts).
+		hooks: {
+			logMethod(this: Logger, args: Parameters<Logger["info"]>, method: (...a: unknown[]) => void) {
+				method.apply(
+					this,
+					args.map((a) => (typeof a === "string" ? scrubSecrets(a) : a)),
+				);
+			},
+		},
 	};
 	if (options.destination) return pino(base, options.destination);
 	const pretty = options.pretty ?? process.stderr.isTTY === true;

@@ -6,7 +6,7 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { CertificateeError } from "../errors.js";
+import { CertificateeError, rememberSecret } from "../errors.js";
 
 export const ENCRYPTION_KEY_ENV = "CERTIFICATEE_ENCRYPTION_KEY";
 export const ENCRYPTION_KEY_FIELD = "cluster.encryption_key_file";
@@ -51,7 +51,7 @@ export function loadEncryptionKey(path: string | undefined, env: NodeJS.ProcessE
 			);
 		}
 		const key = parseEncryptionKey(fromEnv);
-		if (key) return key;
+		if (key) return remembered(key, fromEnv);
 		throw new CertificateeError(
 			"CONFIG_INVALID",
 			`${ENCRYPTION_KEY_ENV} is not a 32-byte key in base64 or hex (${ENCRYPTION_KEY_FIELD} is not set)`,
@@ -73,12 +73,19 @@ export function loadEncryptionKey(path: string | undefined, env: NodeJS.ProcessE
 		);
 	}
 	const key = parseEncryptionKey(text);
-	if (key) return key;
+	if (key) return remembered(key, text);
 	throw new CertificateeError(
 		"CONFIG_INVALID",
 		`${ENCRYPTION_KEY_FIELD} ${path} does not hold a 32-byte key in base64 or hex`,
 		{ context: { file: path, field: ENCRYPTION_KEY_FIELD }, hint },
 	);
+}
+
+/** The key, its text and its encodings are scrubbed from every message from now on. */
+function remembered(key: Buffer, text: string): Buffer {
+	rememberSecret(key);
+	rememberSecret(text.trim());
+	return key;
 }
 
 function checkKey(key: Buffer): void {

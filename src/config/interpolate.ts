@@ -4,7 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
-import { CertificateeError } from "../errors.js";
+import { CertificateeError, rememberSecret } from "../errors.js";
 
 /** Keys whose value may come from a file named by `<key>_file`. */
 export const SECRET_KEYS = ["password", "hmac_key", "eab_hmac_key", "token"] as const;
@@ -76,6 +76,8 @@ export function interpolate(
 			}
 			delete out[fileKey];
 		}
+		// Inline, from ${ENV} or from a file: scrubbed by value from every message from now on.
+		for (const key of SECRET_KEYS) if (typeof out[key] === "string") rememberSecret(out[key]);
 		return out;
 	}
 	return value;

@@ -6,7 +6,7 @@
  */
 import { lookup } from "node:dns/promises";
 import { readFileSync } from "node:fs";
-import { CertificateeError } from "../../errors.js";
+import { CertificateeError, rememberSecret } from "../../errors.js";
 import {
 	type DnsServer,
 	exchangeTcp,
@@ -62,6 +62,7 @@ export function readTsigSecret(file: string): Buffer {
 	if (base64.length === 0 || base64.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(base64)) {
 		throw secretError(file, "does not hold a base64 secret");
 	}
+	rememberSecret(base64);
 	return Buffer.from(base64, "base64");
 }
 
