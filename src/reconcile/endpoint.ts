@@ -59,6 +59,8 @@ export interface EndpointJob {
 	/** Directory HAProxy loads storage files from (a ref's runtime name is runtimeNameOf(dir, ref)). */
 	storageDir: string;
 	newCertificateCrtList?: string;
+	/** See PlanInput.newCertificateDirDefault. */
+	newCertificateDirDefault?: boolean;
 	mode: "plan" | "sync";
 	/** Duplicates an earlier cycle could not remove (ref -> why): kept and synced, removal not retried. */
 	knownPinned?: ReadonlyMap<string, string>;
@@ -369,6 +371,7 @@ function decide(
 		refs: new Map(observation.refs.map((r) => [r.ref, r])),
 		runtimeNameFor: (ref) => runtimeNameOf(job.storageDir, ref),
 		...(job.newCertificateCrtList ? { newCertificateCrtList: job.newCertificateCrtList } : {}),
+		...(job.newCertificateDirDefault ? { newCertificateDirDefault: true } : {}),
 		legacyDuplicates: job.policy.legacyDuplicates,
 		...(observation.crtLists ? { crtLists: new Map(observation.crtLists.map((l) => [l.name, l])) } : {}),
 		served,

@@ -22,6 +22,8 @@ export interface FleetOptions {
 	storageDir: string;
 	/** Where new certificates are made live at runtime (a crt-list, or the crt directory). */
 	newCertificateCrtList?: string;
+	/** newCertificateCrtList is the storage directory by default (see PlanInput.newCertificateDirDefault). */
+	newCertificateDirDefault?: boolean;
 	certificates?: readonly string[];
 	/** Endpoints processed at once (default 8: each holds its observation until it is classified, so fewer at once
 	 * bound the memory of a large fleet; each endpoint runs 16 GETs at once, so the requests in flight stay 128). */
@@ -132,6 +134,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 								...(options.newCertificateCrtList
 									? { newCertificateCrtList: options.newCertificateCrtList }
 									: {}),
+								...(options.newCertificateDirDefault ? { newCertificateDirDefault: true } : {}),
 								mode,
 								signal,
 								now: options.now,

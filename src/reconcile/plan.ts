@@ -43,6 +43,11 @@ export interface PlanInput {
 	runtimeNameFor: (ref: string) => string;
 	/** The crt-list (or crt directory) new certificates are added to at runtime; none: they wait for a reload. */
 	newCertificateCrtList?: string;
+	/**
+	 * newCertificateCrtList is the storage directory by default (no crt-list configured): when HAProxy does not
+	 * load that directory, a new certificate is reported NEW_CERTIFICATE_NEEDS_CONFIG with the line to add.
+	 */
+	newCertificateDirDefault?: boolean;
 	legacyDuplicates: "remove" | "report";
 	/** The crt-lists HAProxy reports (by name): which are files, and whether the target edits them. */
 	crtLists?: ReadonlyMap<string, ObservedCrtList>;
@@ -225,6 +230,10 @@ function planRuntimeAdd(plan: Planning, ref: string, certificate: string, bundle
 	}
 	const runtimeName = runtimeNameOf(input, ref);
 	const list = input.crtLists?.get(crtList);
+	if (input.newCertificateDirDefault && input.crtLists !== undefined && list === undefined) {
+		notes.push(needsConfigNote(input, ref, runtimeName));
+		return;
+	}
 	const file = list?.kind === "file" ? list : undefined;
 	if (file?.editable) {
 		plan.keeperSteps.push({ action: { op: "crt-list-file-add", ref, runtimeName, crtList }, why });
@@ -235,6 +244,27 @@ function planRuntimeAdd(plan: Planning, ref: string, certificate: string, bundle
 		action: { op: "runtime-add", ref, runtimeName, crtList, certificate, bundle },
 		why,
 	});
+}
+
+/**
+ * No crt directory and no crt-list of HAProxy's makes a new file live (a crt-store or ssl-f-use layout): the
+ * file is written (complete, so the configuration can name it), and the exact line to add is reported; a
+ * reload alone would not load it, so none is asked for.
+ */
+function needsConfigNote(input: PlanInput, ref: string, file: string): string {
+	const refs = [...input.refs.values()];
+	const store = refs
+		.find((r) => r.placement?.via === "crt-store")
+		?.runtimeName?.split("/")[0]
+		?.slice(1);
+	const alias = ref.replace(/\.pem$/, "");
+	const line =
+		store !== undefined
+			? `load crt "${file}" alias "${alias}" in crt-store ${store}, and crt "@${store}/${alias}" on the bind line`
+			: refs.some((r) => r.placement?.via === "ssl-f-use")
+				? `ssl-f-use crt ${file} in the frontend`
+				: `crt ${file} on the bind line (or crt ${file.slice(0, file.lastIndexOf("/"))} to load the directory)`;
+	return `${ref}: NEW_CERTIFICATE_NEEDS_CONFIG: written to ${file}, but HAProxy loads no crt directory or crt-list that makes it live: add ${line}, then reload (or configure crt_list)`;
 }
 
 /**

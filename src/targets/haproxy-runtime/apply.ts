@@ -17,6 +17,7 @@ import { editCrtListFile } from "./crt-list-files.js";
 import { servedNames } from "./observe.js";
 import { writePlaced } from "./pair.js";
 import type { CertDetail } from "./parse.js";
+import { crtListOptions } from "./schema.js";
 import { chainNames, refPath, removeFile, writeAtomic, writeAtomicMany } from "./storage.js";
 import { addCertificate, updateCertificate, updateCertificates } from "./transaction.js";
 
@@ -187,7 +188,7 @@ function perform(ctx: RuntimeContext, action: HaproxyAction): Promise<ActionResu
 		case "crt-list-file-remove":
 			return removeFromCrtListFile(action);
 		case "crt-list-file-add":
-			return addToCrtListFile(action);
+			return addToCrtListFile(ctx, action);
 		case "runtime-set":
 			return setRuntime(ctx, action);
 		case "runtime-add":
@@ -283,12 +284,17 @@ async function removeFromCrtListFile(action: ActionOf<"crt-list-file-remove">): 
 	return changed ? { action, ok: true } : { action, ok: true, note: `no line of ${listPath} names it` };
 }
 
-async function addToCrtListFile(action: ActionOf<"crt-list-file-add">): Promise<ActionResult> {
+async function addToCrtListFile(
+	ctx: RuntimeContext,
+	action: ActionOf<"crt-list-file-add">,
+): Promise<ActionResult> {
 	const listPath = action.crtList;
+	const options = listPath === ctx.config.crt_list ? ctx.config.crt_list_options?.trim() : undefined;
+	const line = options ? `${action.runtimeName} ${options}` : action.runtimeName;
 	const changed = await editCrtListFile(listPath, (text) =>
 		removeCertificateLines(text, action.runtimeName, { listPath }).removed.length > 0
 			? text
-			: appendLine(text, action.runtimeName),
+			: appendLine(text, line),
 	);
 	return changed ? { action, ok: true } : { action, ok: true, note: `already in ${listPath}` };
 }
@@ -332,7 +338,8 @@ async function addRuntime(ctx: RuntimeContext, action: ActionOf<"runtime-add">):
 			reloadNeeded: "new-certificate",
 		};
 	}
-	const write = await addCertificate(ctx.client, action.runtimeName, combinedPem(action.bundle), list);
+	const entry = list === ctx.config.crt_list ? crtListOptions(ctx.config.crt_list_options) : {};
+	const write = await addCertificate(ctx.client, action.runtimeName, combinedPem(action.bundle), list, entry);
 	return write.addedToCrtList
 		? { action, ok: true }
 		: { action, ok: true, note: `already in crt-list ${list}` };

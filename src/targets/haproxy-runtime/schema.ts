@@ -25,7 +25,13 @@ export const runtimeTargetSchema = z
 		 * SSL options and SNI filters of the line a new certificate gets in crt_list, as a crt-list line spells
 		 * them after the file name: `[alpn h2,http/1.1 ocsp-update on] !*.internal.example`.
 		 */
-		crt_list_options: z.string().min(1).optional(),
+		crt_list_options: z
+			.string()
+			.regex(/^\s*(\[[^\]\n]*\])?(\s+[^\s[\]]+)*\s*$/, {
+				message:
+					'crt_list_options is "[<ssl options>] <sni filter>...", as a crt-list line spells them after the file name, e.g. "[alpn h2] *.example.com"',
+			})
+			.optional(),
 		/**
 		 * HAProxy 3.x crt-store sections, by name: the `crt-base` / `key-base` their `load` lines are relative
 		 * to (the runtime API prints a load's files relative to them, and not the bases themselves).
@@ -65,3 +71,12 @@ export const runtimeTargetSchema = z
 		path: ["master_cli"],
 	});
 export type RuntimeTargetConfig = z.infer<typeof runtimeTargetSchema>;
+
+/** crt_list_options as the SSL options (without brackets) and SNI filters of a crt-list line. */
+export function crtListOptions(text: string | undefined): { sslOptions?: string; filters?: string[] } {
+	if (text === undefined) return {};
+	const m = /^\s*(?:\[([^\]]*)\])?(.*)$/.exec(text);
+	const sslOptions = m?.[1]?.trim();
+	const filters = (m?.[2] ?? "").split(/\s+/).filter((f) => f !== "");
+	return { ...(sslOptions ? { sslOptions } : {}), ...(filters.length > 0 ? { filters } : {}) };
+}

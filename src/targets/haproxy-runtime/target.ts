@@ -23,6 +23,7 @@ export const runtimeTarget: TargetFactory<"haproxy-runtime"> = (config, deps) =>
 			},
 			storageDir: dirName,
 			newCertificateCrtList: config.crt_list ?? dirName,
+			...(config.crt_list === undefined ? { newCertificateDirDefault: true } : {}),
 			...(config.certificates ? { certificates: config.certificates } : {}),
 			writers: {
 				queues: deps.writeQueues ?? createWriteQueues(),
