@@ -5,6 +5,7 @@
  */
 import { mkdir, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { CertificateeError } from "../../errors.js";
 
 export interface PendingHooks {
 	has(certificate: string): Promise<boolean>;
@@ -12,9 +13,24 @@ export interface PendingHooks {
 	clear(certificate: string): Promise<void>;
 }
 
+/** A name used as one path segment under state_dir: never `/`, `..` or NUL (a target named ../../x escaped it). */
+const PLAIN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+function segment(name: string, what: string): string {
+	if (PLAIN.test(name)) return name;
+	throw new CertificateeError(
+		"CONFIG_INVALID",
+		`${what} name ${JSON.stringify(name)} cannot name a file under the state directory`,
+		{
+			context: { field: `${what}.name` },
+			hint: "use letters, digits, '.', '_' and '-' only",
+		},
+	);
+}
+
 export function pendingHooksIn(stateDir: string, target: string): PendingHooks {
-	const dir = join(stateDir, "hooks", target);
-	const file = (certificate: string) => join(dir, certificate);
+	const dir = join(stateDir, "hooks", segment(target, "target"));
+	const file = (certificate: string) => join(dir, segment(certificate, "certificate"));
 	return {
 		has: (certificate) =>
 			stat(file(certificate)).then(

@@ -8,7 +8,8 @@ const fileMode = z
 	.transform((text) => Number.parseInt(text, 8));
 
 export const directoryTargetSchema = z.strictObject({
-	name: z.string().min(1),
+	/** A plain name, like a certificate's: it names a directory under state_dir (pending on_change runs). */
+	name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, '.', '_' and '-' only"),
 	type: z.literal("directory"),
 	/** Absolute path. kubernetes-tls and split: the set's directory (one certificate) or the parent of one directory per certificate; haproxy-pem: the shared directory of <name>.pem files. */
 	path: z.string().startsWith("/", { error: "path must be absolute" }),
