@@ -74,6 +74,8 @@ describe("deploy kit", () => {
 			"User=certificatee",
 			"ProtectSystem=strict",
 			"NoNewPrivileges=yes",
+			// No core dump of a process holding private keys (issue 25, finding 12).
+			"LimitCORE=0",
 			"ReadWritePaths=",
 			"ExecReload=/bin/kill -HUP $MAINPID",
 		]) {
