@@ -22,7 +22,9 @@ describe("directory target names", () => {
 
 	it("the pending-hook store refuses a name that would leave state_dir, and writes nothing", async () => {
 		const state = join(root, "state");
-		expect(() => pendingHooksIn(state, "../../t8-escaped")).toThrow(/cannot name a file under the state directory/);
+		expect(() => pendingHooksIn(state, "../../t8-escaped")).toThrow(
+			/cannot name a file under the state directory/,
+		);
 		expect(existsSync(join(root, "t8-escaped"))).toBe(false);
 		expect(existsSync(join(state, "..", "..", "t8-escaped"))).toBe(false);
 		const fine = pendingHooksIn(state, "web");
