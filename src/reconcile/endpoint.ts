@@ -178,6 +178,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		notes,
 		...(audit.length > 0 ? { audit } : {}),
 		...(plan.servingAfter.length > 0 ? { servingAfter: plan.servingAfter } : {}),
+		...crtListProblems(observation),
 		...(reloadsView ? { reloads: reloadsView } : {}),
 		served: served.map((s) => s.view),
 		refs: observation.refs.map((r) => {
@@ -331,6 +332,14 @@ function recordResult(
 		view.error = errorView(r.error);
 		failedRefs.add(action.ref);
 	}
+}
+
+/** The crt-list lines the observation found naming missing files (reported as failures: see report.ts). */
+function crtListProblems(observation: Observed): { crtListProblems?: EndpointReport["crtListProblems"] } {
+	const problems = (observation.crtLists ?? []).flatMap((l) =>
+		(l.unresolved ?? []).map((u) => ({ crtList: l.name, line: u.line, file: u.file })),
+	);
+	return problems.length > 0 ? { crtListProblems: problems } : {};
 }
 
 async function observeSafely(job: EndpointJob): Promise<EndpointObservation> {

@@ -142,6 +142,8 @@ export interface ObservedCrtList {
 	editable: boolean;
 	/** The file's lines naming each certificate (by HAProxy's runtime name), as far as the target can see them. */
 	lines?: Record<string, string[]>;
+	/** Lines of the file naming a certificate file that does not exist: HAProxy's next reload fails on them. */
+	unresolved?: Array<{ line: number; file: string }>;
 }
 
 export type EndpointObservation =

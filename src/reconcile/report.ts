@@ -66,6 +66,8 @@ export interface EndpointReport {
 	verdicts: Verdict[];
 	steps: StepView[];
 	notes: string[];
+	/** crt-list file lines naming a certificate file that does not exist (each one fails the next reload). */
+	crtListProblems?: Array<{ crtList: string; line: number; file: string }>;
 	/** Which ref serves each name of every certificate written at runtime, once the writes ran (as planned). */
 	servingAfter?: ServingAfter[];
 	served: ServedView[];
@@ -148,7 +150,9 @@ export type FailureKind =
 	| "probe"
 	| "shadowed"
 	| "refused"
-	| "reload";
+	| "reload"
+	/** A crt-list file line names a certificate file that does not exist: the next reload fails. */
+	| "crt-list";
 
 /** Where a list of steps stands: `open` ones are not done (planned, skipped or failed). */
 export interface StepCounts {
@@ -303,6 +307,18 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			message: `${v.ref}: ${v.why}`,
 			hint: REFUSAL_HINT[v.code],
 			reason: `refused: ${v.why}`,
+		});
+	}
+	for (const p of e.crtListProblems ?? []) {
+		out.push({
+			kind: "crt-list",
+			key: `crt-list:${at}:${p.crtList}:${p.line}`,
+			subject: `${p.crtList}:${p.line}`,
+			...base,
+			code: "CRT_LIST_LINE_UNRESOLVED",
+			message: `${p.crtList} line ${p.line} names ${p.file}, which does not exist: HAProxy's next reload fails (unable to stat SSL certificate)`,
+			hint: "remove the line, or put the certificate file back, before HAProxy reloads",
+			reason: `crt-list ${p.crtList} line ${p.line} names a missing file ${p.file}`,
 		});
 	}
 	const breaker = e.reloads?.breaker;
@@ -686,6 +702,7 @@ export function outcomeLine(outcome: CycleOutcome, mode: "plan" | "sync"): strin
 		shadowed: ["shadowed name", "shadowed names"],
 		refused: ["refused update", "refused updates"],
 		reload: ["reload breaker open", "reload breakers open"],
+		"crt-list": ["crt-list line naming a missing file", "crt-list lines naming missing files"],
 	};
 	for (const [kind, n] of byKind) parts.push(`${n} ${noun[kind][n === 1 ? 0 : 1]}`);
 	if (outcome.pending > 0) {

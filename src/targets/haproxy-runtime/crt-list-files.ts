@@ -4,11 +4,12 @@
  * kept: ../crt-list.ts). Which lists are files, and which of their lines name which certificate, is read here
  * during observe so that `plan` can decide from plain data.
  */
+import { statSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { isAbsolute, posix } from "node:path";
 import { CertificateeError } from "../../errors.js";
 import type { ObservedCrtList } from "../../reconcile/model.js";
-import { crtListLine, isCrtDirectory, linesByCertificate } from "../haproxy/crt-list.js";
+import { crtListLine, isCrtDirectory, linePath, linesByCertificate } from "../haproxy/crt-list.js";
 import type { CrtListEntry } from "./parse.js";
 import { replaceFile } from "./storage.js";
 
@@ -28,12 +29,14 @@ export async function describeCrtList(
 	if (s?.isDirectory()) return { name, kind: "directory", editable: false };
 	const lines: Record<string, string[]> = {};
 	if (s?.isFile()) {
-		const index = linesByCertificate(await readFile(name, "utf8"), { listPath: name });
+		const text = await readFile(name, "utf8");
+		const index = linesByCertificate(text, { listPath: name });
 		for (const cert of certificates) {
 			const naming = index.get(cert) ?? index.get(posix.normalize(cert));
 			if (naming) lines[cert] = naming;
 		}
-		return { name, kind: "file", editable: true, lines };
+		const unresolved = unresolvedLines(text);
+		return { name, kind: "file", editable: true, lines, ...(unresolved.length > 0 ? { unresolved } : {}) };
 	}
 	for (const e of entries) {
 		if (!certificates.includes(e.file)) continue;
@@ -43,6 +46,21 @@ export async function describeCrtList(
 		];
 	}
 	return { name, kind: "file", editable: false, lines };
+}
+
+/**
+ * The lines whose certificate file does not exist (absolute paths only: a relative one resolves against a
+ * crt-base certificatee is not told). HAProxy's next reload fails on such a line (`unable to stat SSL
+ * certificate`), whatever the running worker holds.
+ */
+function unresolvedLines(text: string): Array<{ line: number; file: string }> {
+	const out: Array<{ line: number; file: string }> = [];
+	for (const [i, raw] of text.split("\n").entries()) {
+		const file = linePath(raw);
+		if (file === undefined || !isAbsolute(file)) continue;
+		if (!statSync(file, { throwIfNoEntry: false })?.isFile()) out.push({ line: i + 1, file });
+	}
+	return out;
 }
 
 // One edit of a file at a time in this process (read, change, replace): two would lose one of them.
