@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { certificatee, ensureBuilt } from "../harness/cli.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
-import { freePort, type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { freePort, HAPROXY_VERSION, type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { type PebbleHandle, startPebble } from "../harness/pebble.js";
 
 const dir = mkdtempSync(join(tmpdir(), "certificatee-online-"));
@@ -121,7 +121,12 @@ describe("cli/validate --online", () => {
 		writeFileSync(file, JSON.stringify(text));
 		const r = await certificatee(["validate", "--online", "--config", file]);
 		expect(r.stdout).toContain("online: 4/4 ok");
-		expect(r.stdout).toMatch(/ok {4}runtime-socket live-socket \(.*admin\.sock\): HAProxy 2\.\d+/);
+		// The version the worker's `show info` says: "HAProxy 2.6.12-1+deb12u4", "HAProxy 3.4.0-64a335366".
+		expect(r.stdout).toMatch(
+			new RegExp(
+				`ok {4}runtime-socket live-socket \\(.*admin\\.sock\\): HAProxy ${HAPROXY_VERSION.replaceAll(".", "\\.")}[-, ]`,
+			),
+		);
 		expect(r.stdout).toMatch(/ok {4}probe live-socket \(127\.0\.0\.1:\d+\): TLS handshake/);
 		expect(r.stdout).toMatch(
 			/ok {4}dataplane-api api\/live-api \(http:\/\/127\.0\.0\.1:\d+\/\): Data Plane API v3\.\d.*, 1 file in storage/,

@@ -1,5 +1,6 @@
 /**
- * A real HAProxy (Debian 2.6) in a temp directory, for every test that needs one.
+ * A real HAProxy in a temp directory, for every test that needs one: Debian's 2.6, or the one `HAPROXY_BIN`
+ * names (CI runs the HAProxy tests against 2.8, 3.0, 3.2 and 3.4 too: docs/testing.md).
  *
  * Master-worker (`-W -S master.sock`), an admin stats socket (`level admin`), and one TLS frontend on a
  * free 127.0.0.1 port: `bind ... ssl crt <default.pem> crt <crtDir> crt-list <crtList> [crt <pinned>...]`.
@@ -10,16 +11,41 @@
  *   const h = await startHaproxy({ crtDir: { "a.pem": leaf.combinedPem } });
  *   ... h.address, h.adminSocket, await h.workerPid(), await h.reload(), await h.stop();
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createTestCa, issueTestLeaf } from "./certs.js";
 import { freePorts } from "./ports.js";
 
-export const HAPROXY_BIN = process.env.HAPROXY_BIN ?? "/usr/sbin/haproxy";
+/** The HAProxy every test starts: `HAPROXY_BIN` (absolute, or relative to the project's root), else Debian's. */
+export const HAPROXY_BIN = resolve(process.env.HAPROXY_BIN ?? "/usr/sbin/haproxy");
+
+/** Its version, from `haproxy -v` ("2.6.12", "3.4.0"): tests whose answer depends on it branch on this. */
+export const HAPROXY_VERSION = haproxyVersion(HAPROXY_BIN);
+
+/** HAProxy's line as a number (2.6 → 206, 3.4 → 304), for comparisons: `haproxyLine() >= 304`. */
+export function haproxyLine(version = HAPROXY_VERSION): number {
+	const [major = "0", minor = "0"] = version.split(".");
+	return Number(major) * 100 + Number(minor);
+}
+
+function haproxyVersion(bin: string): string {
+	let out: string;
+	try {
+		out = execFileSync(bin, ["-v"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+	} catch (e) {
+		throw new Error(
+			`HAProxy ${bin} cannot run (${(e as Error).message.split("\n")[0]}): install Debian's haproxy, or set HAPROXY_BIN to an HAProxy binary (e.g. ../shared/haproxy/3.4.0/haproxy)`,
+		);
+	}
+	const version = /^HAProxy version (\d+\.\d+(?:\.\d+)?)/m.exec(out)?.[1];
+	if (version === undefined)
+		throw new Error(`${bin} -v does not print an HAProxy version: ${out.slice(0, 120)}`);
+	return version;
+}
 
 export interface CrtListLine {
 	/** File name inside `<dir>/list/`, e.g. "l1.pem". */

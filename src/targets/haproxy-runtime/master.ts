@@ -1,8 +1,10 @@
 /**
  * A reload through HAProxy's master CLI, verified. HAProxy 2.6 answers `reload` with nothing, so success is
  * read from `show proc`: the master's reload count goes up, and either its `[failed: N]` goes up (the new
- * configuration was refused; the old worker keeps serving) or a new worker is listed. Then the stats
- * socket must answer from that new worker (research/haproxy-runtime.md §3.10).
+ * configuration was refused; the old worker keeps serving) or a new worker is listed. 2.7 and later answer
+ * once the reload is done, `Success=1` or `Success=0`, then `--` and the startup log (its ALERT lines say
+ * why a configuration failed); `show proc` is read the same way after it. Then the stats socket must answer
+ * from that new worker (research/haproxy-runtime.md §3.10).
  */
 import { createConnection } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -27,6 +29,22 @@ export function parseShowProc(text: string): ProcList {
 		reloads: Number(m[2]),
 	}));
 	return { reloads: Number(master[1]), failed: Number(master[2] ?? 0), workers };
+}
+
+/** What the master CLI's answer to `reload` says. Pure. */
+export type ReloadAnswer =
+	/** 2.6: an empty answer; `show proc` tells. */
+	| { status: "unknown" }
+	| { status: "loaded" }
+	/** `Success=0`: the new configuration failed; `alerts` are the ALERT lines without their `[ALERT] (pid) :`. */
+	| { status: "failed"; alerts: string[] };
+
+export function readReloadAnswer(text: string): ReloadAnswer {
+	const status = /^Success=([01])$/m.exec(text)?.[1];
+	if (status === "1") return { status: "loaded" };
+	if (status === undefined) return { status: "unknown" };
+	const alerts = [...text.matchAll(/^\[ALERT\]\s+\(\d+\)\s*:\s*(.*)$/gm)].map((m) => m[1]!.trim());
+	return { status: "failed", alerts };
 }
 
 /** One command on the master CLI (non-interactive: it answers once the client half-closes), answer to EOF. */
@@ -89,12 +107,11 @@ export async function reloadThroughMaster(o: MasterReloadOptions): Promise<Reloa
 	}
 	const was = before.workers.find((w) => w.reloads === 0)?.pid ?? before.workers[0]?.pid;
 	try {
-		const answer = await masterCommand(o.path, "reload", o.timeoutMs);
-		// 2.7+ answers synchronously: Success=0 means the new configuration failed to load.
-		if (/^Success=0/m.test(answer)) {
+		const answer = readReloadAnswer(await masterCommand(o.path, "reload", o.timeoutMs));
+		if (answer.status === "failed") {
 			return fail(
-				`HAProxy refused to reload: ${answer.split("\n").filter((l) => /ALERT|WARNING/.test(l))[0] ?? "Success=0"}`,
-				"run haproxy -c on its configuration; the old worker keeps serving",
+				`HAProxy failed to load its configuration on reload: ${answer.alerts[0] ?? "Success=0"}; worker ${was ?? "?"} keeps serving the old certificates`,
+				"run haproxy -c on its configuration and fix it; see HAProxy's log",
 			);
 		}
 	} catch (e) {
