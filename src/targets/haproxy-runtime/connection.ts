@@ -5,6 +5,12 @@
  * flight (pipelining); the owner sends payload requests alone. Leading `+ ` continuation prompts are
  * stripped. The connection closes itself on EOF (HAProxy's `stats timeout`, a reload) and on timeouts;
  * the owner reconnects.
+ *
+ * Pipelining is bounded: at most `window.requests` requests (and `window.bytes` bytes of them) are written
+ * and unanswered at once; the rest wait here and go out as answers come in. HAProxy 3.2.0's CLI spins when
+ * its output buffer (one tune.bufsize) is full while requests wait in its input, until the watchdog kills
+ * the worker (fixed after 3.2.0: "BUG/MEDIUM: cli: Don't consume data if outbuf is full or not available");
+ * with a window whose answers fit in one buffer, it never gets there (research/haproxy-3x.md).
  */
 import { createConnection, type Socket } from "node:net";
 import { StringDecoder } from "node:string_decoder";
@@ -19,6 +25,37 @@ interface Pending {
 	resolve(text: string): void;
 	reject(e: Error): void;
 	timer: NodeJS.Timeout;
+	bytes: number;
+}
+
+interface Queued {
+	request: string;
+	bytes: number;
+	timeoutMs: number;
+	resolve(text: string): void;
+	reject(e: Error): void;
+}
+
+/** How many requests may be written and unanswered at once. */
+export interface Window {
+	requests: number;
+	/** Bytes of those requests together (a lone larger request still goes out, alone). */
+	bytes: number;
+}
+
+/** Bytes budgeted per answer: a `show ssl cert <name>` with a chain, the commonest pipelined read, is 1-2 KB. */
+const ANSWER_BUDGET = 2_048;
+
+/**
+ * The window for a CLI whose buffers are `bufsize` bytes (tune.bufsize): as many requests as their answers,
+ * at ANSWER_BUDGET each, fit in one output buffer (8 at HAProxy's default 16384), and requests filling at
+ * most half an input buffer. At least one.
+ */
+export function windowFor(bufsize: number): Window {
+	return {
+		requests: Math.max(1, Math.floor(bufsize / ANSWER_BUDGET)),
+		bytes: Math.max(1, Math.floor(bufsize / 2)),
+	};
 }
 
 export class Connection {
@@ -26,20 +63,30 @@ export class Connection {
 	readonly #decoder = new StringDecoder("utf8");
 	readonly #endpoint: string;
 	#buffer = "";
-	/** Requests in flight, oldest first. */
+	/** Requests written and not answered, oldest first. */
 	readonly #pending: Pending[] = [];
+	/** Requests not written yet: the window is full. */
+	readonly #queued: Queued[] = [];
+	readonly #window: Window;
+	#pendingBytes = 0;
 	#closed = false;
 
-	private constructor(socket: Socket, endpoint: string) {
+	private constructor(socket: Socket, endpoint: string, window: Window) {
 		this.#socket = socket;
 		this.#endpoint = endpoint;
+		this.#window = window;
 		socket.on("data", (chunk: Buffer) => this.#onData(chunk));
 		socket.on("close", () => this.#fail("connection closed by HAProxy"));
 		socket.on("error", (e) => this.#fail(`socket error: ${e.message}`));
 	}
 
 	/** Connects and switches to prompt mode. */
-	static async open(address: string, endpoint: string, timeoutMs: number): Promise<Connection> {
+	static async open(
+		address: string,
+		endpoint: string,
+		timeoutMs: number,
+		window: Window = windowFor(16_384),
+	): Promise<Connection> {
 		const target = parseAddress(address);
 		const socket =
 			"path" in target ? createConnection(target.path) : createConnection(target.port, target.host);
@@ -58,7 +105,7 @@ export class Connection {
 			});
 		});
 		socket.setNoDelay(true);
-		const connection = new Connection(socket, endpoint);
+		const connection = new Connection(socket, endpoint, window);
 		await connection.send("prompt\n", timeoutMs);
 		return connection;
 	}
@@ -67,21 +114,46 @@ export class Connection {
 		return this.#closed;
 	}
 
-	/** Requests written and not answered yet. */
+	/** Requests not answered yet (written, or waiting for room in the window). */
 	get inFlight(): number {
-		return this.#pending.length;
+		return this.#pending.length + this.#queued.length;
 	}
 
-	/** Writes one request and resolves with its answer (prompt and `+ ` prefixes removed). */
+	/** The most requests written and unanswered at once so far (at most the window's). */
+	get deepest(): number {
+		return this.#deepest;
+	}
+	#deepest = 0;
+
+	/**
+	 * Sends one request, in order, once the window has room, and resolves with its answer (prompt and `+ `
+	 * prefixes removed). Its timeout runs from when it is written.
+	 */
 	send(request: string, timeoutMs: number): Promise<string> {
 		if (this.#closed) return Promise.reject(unavailable(this.#endpoint, "connection already closed"));
 		return new Promise<string>((resolve, reject) => {
-			const timer = setTimeout(() => {
-				this.#fail(`no answer within ${timeoutMs} ms`, "ENDPOINT_TIMEOUT");
-			}, timeoutMs);
-			this.#pending.push({ resolve, reject, timer });
-			this.#socket.write(request);
+			this.#queued.push({ request, bytes: Buffer.byteLength(request), timeoutMs, resolve, reject });
+			this.#drain();
 		});
+	}
+
+	/** Writes queued requests while the window has room (always one when nothing is in flight). */
+	#drain(): void {
+		for (;;) {
+			const next = this.#queued[0];
+			if (next === undefined || this.#closed) return;
+			const full =
+				this.#pending.length >= this.#window.requests || this.#pendingBytes + next.bytes > this.#window.bytes;
+			if (this.#pending.length > 0 && full) return;
+			this.#queued.shift();
+			const timer = setTimeout(() => {
+				this.#fail(`no answer within ${next.timeoutMs} ms`, "ENDPOINT_TIMEOUT");
+			}, next.timeoutMs);
+			this.#pending.push({ resolve: next.resolve, reject: next.reject, timer, bytes: next.bytes });
+			this.#pendingBytes += next.bytes;
+			this.#deepest = Math.max(this.#deepest, this.#pending.length);
+			this.#socket.write(next.request);
+		}
 	}
 
 	close(): void {
@@ -102,7 +174,9 @@ export class Connection {
 				return;
 			}
 			clearTimeout(pending.timer);
+			this.#pendingBytes -= pending.bytes;
 			pending.resolve(stripContinuationPrompts(answer));
+			this.#drain();
 		}
 	}
 
@@ -110,10 +184,12 @@ export class Connection {
 		const wasClosed = this.#closed;
 		this.#closed = true;
 		if (!wasClosed) this.#socket.destroy();
+		this.#pendingBytes = 0;
 		for (const pending of this.#pending.splice(0)) {
 			clearTimeout(pending.timer);
 			pending.reject(unavailable(this.#endpoint, reason, code));
 		}
+		for (const queued of this.#queued.splice(0)) queued.reject(unavailable(this.#endpoint, reason, code));
 	}
 }
 

@@ -3,14 +3,15 @@
  * the answers), opened on demand and again after HAProxy closed it (`stats timeout`, a reload), and the
  * worker it talks to.
  *
- * - Ordering: reads are pipelined behind the last lone command; any other command waits for everything
- *   before it and runs alone (a group sent together, such as `set` + `commit`, runs alone as one).
+ * - Ordering: reads are pipelined behind the last lone command, within the connection's window of
+ *   unanswered requests (sized from tune.bufsize); any other command waits for everything before it and
+ *   runs alone (a group sent together, such as `set` + `commit`, runs alone as one).
  * - A read is re-sent once on a fresh connection when the old one closed under it.
  * - Every new connection asks `show info` and records the worker's `Pid`; a change counts as a reload.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { isCertificateeError } from "../../errors.js";
-import { Connection } from "./connection.js";
+import { Connection, windowFor } from "./connection.js";
 import { parseInfo } from "./parse.js";
 
 /** The worker a connection talks to. */
@@ -29,6 +30,8 @@ export interface SessionOptions {
 	/** The endpoint's name, for errors. */
 	name: string;
 	timeoutMs: number;
+	/** HAProxy's tune.bufsize: sizes the window of unanswered requests (connection.ts). */
+	bufsize: number;
 }
 
 // 100 + 200 + 400 + 800 ms between attempts: rides out a master re-exec, fails fast enough when down.
@@ -156,10 +159,10 @@ export class RuntimeSession {
 
 	/** Connects, retrying briefly: during a reload the master re-executes itself and refuses connections. */
 	async #open(): Promise<Connection> {
-		const { address, name, timeoutMs } = this.#options;
+		const { address, name, timeoutMs, bufsize } = this.#options;
 		for (let attempt = 1; ; attempt++) {
 			try {
-				return await Connection.open(address, name, timeoutMs);
+				return await Connection.open(address, name, timeoutMs, windowFor(bufsize));
 			} catch (e) {
 				if (attempt >= CONNECT_ATTEMPTS || !isCertificateeError(e, "ENDPOINT_UNAVAILABLE")) throw e;
 				await sleep(50 * 2 ** attempt);

@@ -57,7 +57,8 @@ export interface RuntimeClientOptions {
 	name?: string;
 	/** Per-command timeout. Default 10 s. */
 	timeoutMs?: number;
-	/** HAProxy's tune.bufsize: requests of this size or more are refused. Default 16384. */
+	/** HAProxy's tune.bufsize: requests of this size or more are refused, and it sizes the window of
+	 * pipelined requests left unanswered at once (8 at 16384). Default 16384. */
 	bufsize?: number;
 	/** Attempts while HAProxy answers "Operations on certificates are currently locked!" (backoff from
 	 * 10 ms doubling to 500 ms, jittered). Default 10: about 2 s in all. */
@@ -86,13 +87,15 @@ export class RuntimeClient {
 	constructor(options: RuntimeClientOptions) {
 		this.name = options.name ?? options.address;
 		const master = options.master ?? false;
+		const bufsize = options.bufsize ?? DEFAULT_BUFSIZE;
 		this.#session = new RuntimeSession({
 			address: options.address,
 			master,
 			name: this.name,
 			timeoutMs: options.timeoutMs ?? 10_000,
+			bufsize,
 		});
-		this.#framing = { master, bufsize: options.bufsize ?? DEFAULT_BUFSIZE, endpoint: this.name };
+		this.#framing = { master, bufsize, endpoint: this.name };
 		this.#lockAttempts = options.lockAttempts ?? 10;
 	}
 
