@@ -25,6 +25,8 @@ export interface OnlineCheck {
 	ok: boolean;
 	/** ok: what answered (version, pid, file count). */
 	detail?: string;
+	/** ok, but worth an operator's look: a configured certificate HAProxy's own ACME manages too. */
+	warnings?: string[];
 	error?: { code: ErrorCode; message: string; hint: string };
 }
 
@@ -32,7 +34,7 @@ interface Pending {
 	kind: CheckKind;
 	name: string;
 	address: string;
-	run(signal: AbortSignal): Promise<string>;
+	run(signal: AbortSignal): Promise<string | { detail: string; warnings: string[] }>;
 }
 
 /** A URL as printed: never with the user and password someone put in it. */
@@ -47,7 +49,36 @@ function safeUrl(url: string): string {
 	}
 }
 
-function runtimeSocket(name: string, address: string, master: boolean, timeoutMs: number): Pending {
+/**
+ * Configured certificates whose names a certificate of HAProxy's own ACME client covers (`acme status`,
+ * 3.2+): two ACME clients for one certificate. certificatee never writes such a certificate.
+ */
+async function acmeOverlaps(
+	client: RuntimeClient,
+	certificates: ReadonlyArray<{ name: string; domains: readonly string[] }>,
+): Promise<string[]> {
+	const managed = await client.acmeStatus();
+	const warnings: string[] = [];
+	for (const [store, section] of managed) {
+		const sans = (await client.showCert(store))?.sans ?? [];
+		for (const c of certificates) {
+			const shared = c.domains.filter((d) => sans.includes(d.toLowerCase()));
+			if (shared.length === 0) continue;
+			warnings.push(
+				`certificate "${c.name}" (${shared.join(", ")}) is also managed by HAProxy's own ACME client: ${store}, acme section "${section}"; certificatee never writes it (MANAGED_BY_HAPROXY_ACME). Keep one ACME client per certificate`,
+			);
+		}
+	}
+	return warnings;
+}
+
+function runtimeSocket(
+	name: string,
+	address: string,
+	master: boolean,
+	timeoutMs: number,
+	certificates: ReadonlyArray<{ name: string; domains: readonly string[] }> = [],
+): Pending {
 	return {
 		kind: "runtime-socket",
 		name,
@@ -66,7 +97,9 @@ function runtimeSocket(name: string, address: string, master: boolean, timeoutMs
 						},
 					);
 				}
-				return `HAProxy ${info.Version}, pid ${info.Pid ?? "?"}`;
+				const detail = `HAProxy ${info.Version}, pid ${info.Pid ?? "?"}`;
+				const warnings = await acmeOverlaps(client, certificates);
+				return warnings.length > 0 ? { detail, warnings } : detail;
 			} finally {
 				await client.close();
 			}
@@ -186,7 +219,11 @@ export function onlineChecks(config: Config): Pending[] {
 	const checks: Pending[] = [];
 	for (const t of config.targets) {
 		if (t.type === "haproxy-runtime") {
-			checks.push(runtimeSocket(t.name, t.socket, t.master_socket, t.timeout));
+			const only = t.certificates;
+			const certificates = only
+				? config.certificates.filter((c) => only.includes(c.name))
+				: config.certificates;
+			checks.push(runtimeSocket(t.name, t.socket, t.master_socket, t.timeout, certificates));
 			if (t.probe) checks.push(probe(t.name, t.probe, sniFor(config, t.certificates), t.timeout));
 		} else if (t.type === "haproxy-dataplane") {
 			for (const e of t.endpoints) {
@@ -216,7 +253,10 @@ export async function runOnlineChecks(config: Config, timeoutMs = 30_000): Promi
 	return Promise.all(
 		onlineChecks(config).map(async ({ run, ...check }): Promise<OnlineCheck> => {
 			try {
-				return { ...check, ok: true, detail: await run(AbortSignal.timeout(timeoutMs)) };
+				const answer = await run(AbortSignal.timeout(timeoutMs));
+				return typeof answer === "string"
+					? { ...check, ok: true, detail: answer }
+					: { ...check, ok: true, detail: answer.detail, warnings: answer.warnings };
 			} catch (e) {
 				const error: OnlineCheck["error"] = isCertificateeError(e)
 					? { code: e.code, message: e.message, hint: e.hint ?? DEFAULT_HINT[check.kind] }

@@ -97,8 +97,10 @@ function printOnline(ctx: CommandContext, checks: OnlineCheck[]): void {
 	);
 	for (const c of checks) {
 		const head = `${c.kind} ${c.name} (${c.address})`;
-		if (c.ok) ctx.out(`  ok    ${head}: ${c.detail ?? ""}`);
-		else {
+		if (c.ok) {
+			ctx.out(`  ok    ${head}: ${c.detail ?? ""}`);
+			for (const w of c.warnings ?? []) ctx.out(`        warning: ${w}`);
+		} else {
 			ctx.out(`  FAIL  ${head}: ${c.error?.code}: ${c.error?.message}`);
 			if (c.error?.hint) ctx.out(`        hint: ${c.error.hint}`);
 		}

@@ -6,6 +6,9 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { runOnlineChecks } from "../../../src/cli/commands/online.js";
+import type { Config } from "../../../src/config/schema.js";
+import { runtimeTargetSchema } from "../../../src/targets/haproxy-runtime/schema.js";
 import { createTestCa, generateKeys, issueTestLeaf, keyToPem, type TestIssuer } from "../../harness/certs.js";
 import { haproxyBuilds } from "../../harness/haproxy-builds.js";
 import { syncOnce as cycle, rig, servedSerial } from "../../harness/targets.js";
@@ -30,7 +33,7 @@ crt-store acm
 
 for (const build of haproxyBuilds(["3.2", "3.4"])) {
 	describe(`HAProxy ${build.version}: a certificate HAProxy's ACME manages`, () => {
-		it(`HAProxy ${build.version}: reported MANAGED_BY_HAPROXY_ACME, never written, no file created`, async () => {
+		it(`HAProxy ${build.version}: reported MANAGED_BY_HAPROXY_ACME, never written, no file created; validate --online warns`, async () => {
 			const names = ["d.lay.test"];
 			const live = await issueTestLeaf(ca, { names });
 			const h = await r.haproxy({
@@ -57,6 +60,20 @@ for (const build of haproxyBuilds(["3.2", "3.4"])) {
 			expect((await readdir(A)).sort()).toEqual(["account.key", "d.pem"]);
 			expect((await readdir(h.crtDir)).sort()).toEqual([]);
 			expect(await servedSerial(h, "d.lay.test")).toBe(live.serial);
+
+			// validate --online warns: the configured certificate "d" is managed by HAProxy's ACME too.
+			const target = runtimeTargetSchema.parse({
+				name: "lb1",
+				type: "haproxy-runtime",
+				socket: h.adminSocket,
+				crt_dir: h.crtDir,
+			});
+			const config = { targets: [target], certificates: [{ name: "d", domains: names }], sources: [] };
+			const [check] = await runOnlineChecks(config as unknown as Config);
+			expect(check?.ok).toBe(true);
+			expect(check?.warnings).toEqual([
+				`certificate "d" (d.lay.test) is also managed by HAProxy's own ACME client: @acm/d.pem, acme section "LE"; certificatee never writes it (MANAGED_BY_HAPROXY_ACME). Keep one ACME client per certificate`,
+			]);
 		});
 	});
 }
