@@ -17,6 +17,22 @@ export interface HealthServer {
 	close(): Promise<void>;
 }
 
+/**
+ * Caps on what one client can hold (issue 25, finding 11): a monitoring scrape needs one connection and
+ * sends its headers at once. Node's defaults let a client hold a connection 60 s per header and any number
+ * of them (slowloris, descriptor exhaustion).
+ */
+export const LISTENER_LIMITS = {
+	/** Connections open at once; more are closed on accept. */
+	maxConnections: 64,
+	/** The whole request head must arrive within this. */
+	headersTimeoutMs: 5_000,
+	/** The whole request, head and body. */
+	requestTimeoutMs: 10_000,
+	/** How often Node checks the two timeouts (its default is 30 s, which would let them run that late). */
+	checkIntervalMs: 1_000,
+} as const;
+
 export async function startHealthServer(
 	listen: string,
 	metrics: Metrics,
@@ -26,7 +42,13 @@ export async function startHealthServer(
 	/** The clock liveness is judged by (the daemon's; ms since the epoch). */
 	now: () => number = Date.now,
 ): Promise<HealthServer> {
-	const server: Server = createServer((req, res) => {
+	const limits = LISTENER_LIMITS;
+	const options = {
+		headersTimeout: limits.headersTimeoutMs,
+		requestTimeout: limits.requestTimeoutMs,
+		connectionsCheckingInterval: limits.checkIntervalMs,
+	};
+	const server: Server = createServer(options, (req, res) => {
 		const path = (req.url ?? "/").split("?")[0];
 		if (req.method !== "GET" && req.method !== "HEAD") {
 			res.writeHead(405, { allow: "GET, HEAD" }).end();
@@ -76,6 +98,7 @@ export async function startHealthServer(
 			.writeHead(404, { "content-type": "text/plain" })
 			.end("not found: try /, /status.json, /metrics, /healthz or /readyz\n");
 	});
+	server.maxConnections = limits.maxConnections;
 	const { host, port } = parseHostPort(listen, "listen");
 	await new Promise<void>((resolve, reject) => {
 		server.once("error", (e: NodeJS.ErrnoException) =>
