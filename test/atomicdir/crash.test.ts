@@ -3,11 +3,12 @@
  * sync. After each kill the target holds exactly one complete version (the last acknowledged one or
  * the one after it), and after the next start's cleanup no staging directory or stale version is left.
  */
+import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { removeStaleStaging, type SyncStep, syncDirectory } from "../../src/atomicdir/index.js";
-import { versionedFiles } from "./children/versioned.js";
+import { readVersion, versionedFiles } from "./children/versioned.js";
 import {
 	type Child,
 	fastTempDir,
@@ -76,7 +77,48 @@ async function killLoop(swap: "exchange" | "symlink", rounds: number) {
 	return { leftStaging, midSync, held };
 }
 
+/** The state letter of a process's main thread (R running or runnable, S waiting in the kernel, ...). */
+function threadState(pid: number): string {
+	const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+	return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+}
+
+/**
+ * Blocks this process (so nothing reads the writer's output, as on a loaded machine) until the writer has
+ * published `ahead` versions past `from`, or sleeps in the kernel with the target unchanged for `polls`
+ * polls in a row (it waits for its output to be read). Returns the version seen last.
+ */
+function stallUntilWriterStops(target: string, pid: number, from: number, ahead: number, polls = 50): number {
+	const tick = new Int32Array(new SharedArrayBuffer(4));
+	let last = from;
+	let still = 0;
+	for (;;) {
+		const v = readVersion(join(target, "tls.crt"), "tls.crt");
+		if (typeof v === "number" && v >= from + ahead) return v;
+		still = v === last && threadState(pid) === "S" ? still + 1 : 0;
+		if (still >= polls) return last;
+		if (typeof v === "number") last = v;
+		Atomics.wait(tick, 0, 0, 1); // the poll interval
+	}
+}
+
 describe("atomicdir crash consistency", () => {
+	it("a writer killed while the test reads nothing has published at most one version past the last acknowledgement the test reads", async () => {
+		// Node 24 writes stdout to a pipe without blocking: a writer that only queued "acked <n>" went on
+		// syncing, and the SIGKILL dropped the queue (CI: held 492, last acknowledgement read 448).
+		const target = join(scratch(), "certs");
+		await syncDirectory(target, versionedFiles(1), { swap: "exchange" });
+		const writer = await startChild("writer", [target, "exchange", "2", "0", "0"]);
+		cleanup.children.push(writer);
+		await writer.waitFor((l) => l.startsWith("acked "));
+		const reached = stallUntilWriterStops(target, writer.pid, lastAcked(writer), 3000);
+		writer.kill("SIGKILL");
+		expect((await writer.exited).signal).toBe("SIGKILL");
+		const acked = lastAcked(writer);
+		expect(reached).toBeGreaterThan(2);
+		expect(await checkAfterKill(target, "exchange", [acked, acked + 1])).toBeGreaterThanOrEqual(reached);
+	});
+
 	it("SIGKILL at random moments: 300 rounds (200 exchange, 100 symlink) leave one complete version each time", async () => {
 		const started = Date.now();
 		const swaps = ["exchange", "exchange", "symlink"] as const;

@@ -78,6 +78,7 @@ export function childScript(name: ChildName): Promise<string> {
 }
 
 export interface Child {
+	pid: number;
 	lines: string[];
 	exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
 	kill(signal?: NodeJS.Signals): void;
@@ -124,6 +125,7 @@ export async function startChild(
 		proc.on("close", (code, signal) => res({ code, signal, stderr })),
 	);
 	return {
+		pid: proc.pid ?? 0,
 		lines,
 		exited,
 		kill: (signal = "SIGKILL") => proc.kill(signal),

@@ -33,6 +33,18 @@ function onStep(step: SyncStep): void {
 	if (crashCountdown === 0) process.kill(process.pid, "SIGKILL");
 }
 
+/**
+ * Prints "acked <v>" and returns once the line is in the pipe, not queued inside this process: a test
+ * that kills the writer counts only the lines it reads. On Node 24 stdout to a pipe is non-blocking, so
+ * while the test does not read (a loaded machine), lines pile up in this process and a SIGKILL drops them,
+ * and the target then holds many versions past the last one the test saw acknowledged.
+ */
+function acknowledge(v: number): Promise<void> {
+	return new Promise((resolve, reject) =>
+		process.stdout.write(`acked ${v}\n`, (e) => (e ? reject(e) : resolve())),
+	);
+}
+
 let from = Number(fromArg);
 if (process.env.WAIT_GO === "1") {
 	await probeExchange(tmpdir()); // loads libc now, not inside the loop
@@ -59,6 +71,6 @@ for (let v = from; to === 0 || v <= to; v++) {
 					allowWritableParent: process.env.ALLOW_WRITABLE_PARENT === "1",
 				});
 	if (result.problems.length > 0) throw result.problems[0];
-	process.stdout.write(`acked ${v}\n`);
+	await acknowledge(v);
 }
 process.stdout.write("done\n");
