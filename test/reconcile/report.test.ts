@@ -3,10 +3,12 @@ import { describe, expect, it } from "vitest";
 import {
 	type CycleReport,
 	certificateConvergence,
+	certificateOnEndpoint,
 	cycleOutcome,
 	type EndpointReport,
 	emptyEndpointReport,
 	endpointState,
+	outcomeLine,
 	type StepView,
 	stepCounts,
 } from "../../src/reconcile/report.js";
@@ -106,5 +108,38 @@ describe("reconcile/report: each rule once", () => {
 			pending: 0,
 			converged: true,
 		});
+	});
+
+	it("a certificate only a reload makes live (no crt_list): pending on the endpoint too, never 'converged' beside a 0/1", () => {
+		const waiting: EndpointReport = {
+			...emptyEndpointReport("lb", "lb1"),
+			verdicts: [{ class: "missing", ref: "a.pem", certificate: "a" }],
+			steps: [{ op: "storage-create", ref: "a.pem", certificate: "a", why: "missing", result: "ok" }],
+			notes: [
+				"a.pem: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)",
+			],
+		};
+		expect(certificateOnEndpoint(waiting, "a")).toMatchObject({
+			state: "pending",
+			converged: false,
+			reason:
+				"missing: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)",
+		});
+		expect(endpointState(waiting)).toMatchObject({
+			state: "pending",
+			reason: expect.stringMatching(/^a: missing: written to storage/),
+		});
+		expect(certificateConvergence([waiting], "a")).toMatchObject({ converged: 0, total: 1 });
+		expect(cycleOutcome(cycle([waiting]))).toMatchObject({
+			pending: 1,
+			convergedEndpoints: 0,
+			converged: false,
+		});
+	});
+
+	it("a sync that wrote and converged says how many writes it did, not 'nothing to do'", () => {
+		const outcome = cycleOutcome(cycle([endpoint("lb1", [step("ok"), step("ok")])]));
+		expect(outcomeLine(outcome, "sync")).toBe("converged: 2 writes done");
+		expect(outcomeLine(cycleOutcome(cycle([endpoint("lb1", [])])), "sync")).toBe("converged: nothing to do");
 	});
 });
