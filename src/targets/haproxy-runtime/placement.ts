@@ -118,13 +118,14 @@ async function placeOne(
 	const acme = input.acme.get(name);
 	const base: Placement = { via, extras: {}, ...(acme ? { acme } : {}) };
 	const inCrtDir = r.external === undefined;
-	const certSpelled = detail?.crtFilename ?? (inCrtDir ? join(input.config.crt_dir, r.ref) : name);
-	const cert =
-		via === "crt-store" && detail?.crtFilename === undefined
+	// A ref of crt_dir is its file there, however haproxy.cfg spells the directory (crt_dir_name).
+	const cert = inCrtDir
+		? join(input.config.crt_dir, r.ref)
+		: via === "crt-store" && detail?.crtFilename === undefined
 			? {
 					unknown: `HAProxy before 3.2 does not print the files of crt-store load ${name}; certificatee never writes it`,
 				}
-			: resolve(certSpelled, store, "crt_base", input.config);
+			: resolve(detail?.crtFilename ?? name, store, "crt_base", input.config);
 	if (typeof cert !== "string") return { placement: { ...base, unknown: cert.unknown } };
 	const read = inCrtDir ? undefined : await readCached(cert, input.cache);
 	if (!inCrtDir && read?.meta === undefined) {
@@ -139,7 +140,12 @@ async function placeOne(
 	let keyFile: string | undefined;
 	if (keySpelled !== undefined) {
 		const companion = detail?.crtFilename !== undefined && keySpelled === `${detail.crtFilename}.key`;
-		const resolved = companion ? `${cert}.key` : resolve(keySpelled, store, "key_base", input.config);
+		const inside = keySpelled === detail?.crtFilename;
+		const resolved = inside
+			? cert
+			: companion
+				? `${cert}.key`
+				: resolve(keySpelled, store, "key_base", input.config);
 		if (typeof resolved !== "string") return { placement: { ...placement, unknown: resolved.unknown } };
 		if (resolved !== cert) keyFile = resolved;
 	} else if (!keyInside) {

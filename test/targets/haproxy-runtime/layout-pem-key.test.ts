@@ -41,6 +41,22 @@ for (const build of haproxyBuilds(["2.6", "2.8", "3.0", "3.2", "3.4"])) {
 			for (const w of perCycle) expect(w).toEqual(["storage-replace c.pem", "runtime-set c.pem"]);
 		});
 
+		it(`HAProxy ${build.version}: a crt directory haproxy.cfg spells relative (crt_dir_name; 3.2+ prints that spelling as Crt filename) is renewed in place`, async () => {
+			const names = ["rel.lay.test"];
+			const old = await issueTestLeaf(ca, { names });
+			const now = await issueTestLeaf(ca, { names });
+			const h = await r.haproxy({
+				bin: build.bin,
+				crtDir: { "rel.pem": old.combinedPem },
+				bindCrtDir: false,
+				bindExtra: "crt certs",
+			});
+			const t = r.runtime(h, { crt_dir_name: "certs" });
+			const e = await cycle(t, [desiredFromLeaf("rel", now, names)], { expectOk: true });
+			expect(writes(e)).toEqual(["storage-replace rel.pem", "runtime-set rel.pem"]);
+			expect(await servedSerial(h, "rel.lay.test")).toBe(now.serial);
+		});
+
 		it(`HAProxy ${build.version}: a .key left beside a combined PEM, holding another key, goes with the next write`, async () => {
 			const names = ["s.lay.test"];
 			const old = await issueTestLeaf(ca, { names });
