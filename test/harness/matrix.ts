@@ -102,8 +102,10 @@ export function matrixDir(root: string, env: NodeJS.ProcessEnv = process.env): s
 	if (found !== undefined) return found;
 	const partial = candidates.find((dir) => existsSync(dir));
 	throw new Error(
-		partial === undefined
-			? `the HAProxy version matrix is not here: no shared/haproxy beside ${root} or its parents (looked in ${candidates.join(", ")}); set HAPROXY_MATRIX_DIR to the directory holding ${MATRIX.map((m) => `${m.version}/haproxy`).join(", ")}`
-			: `the HAProxy version matrix in ${partial} lacks ${missing(partial).join(", ")}: copy the builds there (see its README) or set HAPROXY_MATRIX_DIR`,
+		partial === undefined && env.HAPROXY_MATRIX_DIR
+			? `HAPROXY_MATRIX_DIR=${env.HAPROXY_MATRIX_DIR}: no such directory; it must hold ${MATRIX.map((m) => `${m.version}/haproxy`).join(", ")}`
+			: partial === undefined
+				? `the HAProxy version matrix is not here: no shared/haproxy beside ${root} or its parents (looked in ${candidates.join(", ")}); set HAPROXY_MATRIX_DIR to the directory holding ${MATRIX.map((m) => `${m.version}/haproxy`).join(", ")}`
+				: `the HAProxy version matrix in ${partial} lacks ${missing(partial).join(", ")}: copy the builds there (see its README) or set HAPROXY_MATRIX_DIR`,
 	);
 }
