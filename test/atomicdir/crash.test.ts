@@ -90,12 +90,17 @@ function threadState(pid: number): string {
  */
 function stallUntilWriterStops(target: string, pid: number, from: number, ahead: number, polls = 50): number {
 	const tick = new Int32Array(new SharedArrayBuffer(4));
+	// Blocking, vitest's own timeout can't fire: a writer that died (a zombie, unreaped) or a loop that
+	// never ends fails here instead of hanging the worker.
+	const giveUp = Date.now() + 120_000;
 	let last = from;
 	let still = 0;
 	for (;;) {
 		const v = readVersion(join(target, "tls.crt"), "tls.crt");
 		if (typeof v === "number" && v >= from + ahead) return v;
-		still = v === last && threadState(pid) === "S" ? still + 1 : 0;
+		const state = threadState(pid);
+		if (state === "Z" || Date.now() > giveUp) throw new Error(`writer ${pid} is ${state} at version ${v}`);
+		still = v === last && state === "S" ? still + 1 : 0;
 		if (still >= polls) return last;
 		if (typeof v === "number") last = v;
 		Atomics.wait(tick, 0, 0, 1); // the poll interval
