@@ -7,8 +7,9 @@
  */
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { HAPROXY_BIN } from "./haproxy.js";
+import { matrixDir } from "./matrix.js";
 
 export interface HaproxyBuild {
 	/** "3.4.0", as `haproxy -v` says. */
@@ -18,14 +19,14 @@ export interface HaproxyBuild {
 
 const SHARED_VERSIONS = ["2.8.0", "3.0.0", "3.2.0", "3.4.0"];
 
+/** HAPROXY_BUILDS, else the matrix's own lookup: `shared/haproxy` beside the clone or one of its parents. */
 function buildsDir(): string | undefined {
-	const candidates = [
-		process.env.HAPROXY_BUILDS,
-		resolve("../shared/haproxy"),
-		resolve("../../shared/haproxy"),
-		"/work/shared/haproxy",
-	];
-	return candidates.find((d): d is string => d !== undefined && existsSync(d));
+	if (process.env.HAPROXY_BUILDS) return process.env.HAPROXY_BUILDS;
+	try {
+		return matrixDir(process.cwd());
+	} catch {
+		return undefined;
+	}
 }
 
 /** `haproxy -v` of a binary: "2.6.12", or undefined when it does not run. */
