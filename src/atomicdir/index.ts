@@ -11,7 +11,7 @@ import { syncByExchange } from "./exchange.js";
 import { openParent, removeStale } from "./fsutil.js";
 import { lockFile, requireNative } from "./lock.js";
 import { checkFileName, lockName, siblingsOf } from "./names.js";
-import { probeExchangeAt } from "./renameat2.js";
+import { type NativeBinding, probeExchangeAt } from "./renameat2.js";
 import { isSymlinkLayoutAt, removeStaleInside, syncBySymlink } from "./symlink.js";
 import type { DesiredFiles, SyncOptions, SyncResult } from "./types.js";
 
@@ -36,6 +36,26 @@ export async function syncDirectory(
 ): Promise<SyncResult> {
 	const path = resolve(target);
 	for (const name of Object.keys(files)) checkFileName(name, path);
+	return underLock(path, options, async ({ siblings, fd, binding }) => {
+		const parent = { path: siblings.parent, fd, name: siblings.base };
+		const ctx = contextFrom(path, parent, siblings.stagingPrefix, files, binding, options);
+		ctx.step("locked");
+		const stale = removeStale(binding.at, parent, (n) => n.startsWith(siblings.stagingPrefix), path);
+		const result = await syncWith(chooseSwap(ctx, options), ctx);
+		result.problems.unshift(...stale);
+		return result;
+	});
+}
+
+/**
+ * Runs `fn` with the target's parent open (a descriptor every step works relative to) and the target's lock
+ * held; releases both whatever `fn` does.
+ */
+async function underLock<T>(
+	path: string,
+	options: SyncOptions,
+	fn: (held: { siblings: ReturnType<typeof siblingsOf>; fd: number; binding: NativeBinding }) => Promise<T>,
+): Promise<T> {
 	const siblings = siblingsOf(path);
 	const binding = options.binding ?? (await requireNative(path));
 	return withFdAsync(openParent(siblings.parent, path, options.allowWritableParent ?? false), async (fd) => {
@@ -48,13 +68,7 @@ export async function syncDirectory(
 			binding,
 		);
 		try {
-			const parent = { path: siblings.parent, fd, name: siblings.base };
-			const ctx = contextFrom(path, parent, siblings.stagingPrefix, files, binding, options);
-			ctx.step("locked");
-			const stale = removeStale(binding.at, parent, (n) => n.startsWith(siblings.stagingPrefix), path);
-			const result = await syncWith(chooseSwap(ctx, options), ctx);
-			result.problems.unshift(...stale);
-			return result;
+			return await fn({ siblings, fd, binding });
 		} finally {
 			await lock.release();
 		}
@@ -94,27 +108,13 @@ export async function removeStaleStaging(
 	options: SyncOptions = {},
 ): Promise<CertificateeError[]> {
 	const path = resolve(target);
-	const siblings = siblingsOf(path);
-	const binding = options.binding ?? (await requireNative(path));
-	return withFdAsync(openParent(siblings.parent, path, options.allowWritableParent ?? false), async (fd) => {
-		const lock = await lockFile(
-			fd,
-			lockName(siblings),
-			siblings.lock,
-			path,
-			options.lockTimeoutMs ?? 10_000,
-			binding,
-		);
-		try {
-			const parent = { path: siblings.parent, fd };
-			const problems = removeStale(binding.at, parent, (n) => n.startsWith(siblings.stagingPrefix), path);
-			if (isSymlinkLayoutAt(binding.at, fd, siblings.base)) {
-				const inside = binding.at.open(fd, siblings.base, DIRECTORY_FLAGS);
-				problems.push(...withFd(inside, (t) => removeStaleInside(binding.at, { fd: t, path })));
-			}
-			return problems;
-		} finally {
-			await lock.release();
+	return underLock(path, options, async ({ siblings, fd, binding }) => {
+		const parent = { path: siblings.parent, fd };
+		const problems = removeStale(binding.at, parent, (n) => n.startsWith(siblings.stagingPrefix), path);
+		if (isSymlinkLayoutAt(binding.at, fd, siblings.base)) {
+			const inside = binding.at.open(fd, siblings.base, DIRECTORY_FLAGS);
+			problems.push(...withFd(inside, (t) => removeStaleInside(binding.at, { fd: t, path })));
 		}
+		return problems;
 	});
 }
