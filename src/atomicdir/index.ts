@@ -4,14 +4,14 @@
  * See docs/atomic-directories.md for the reader contract.
  */
 import { resolve } from "node:path";
-import { type CertificateeError, isCertificateeError } from "../errors.js";
+import { CertificateeError, isCertificateeError } from "../errors.js";
 import { contextFrom, type SyncContext } from "./context.js";
 import { DIRECTORY_FLAGS, lstatAt, withFd, withFdAsync } from "./dirfd.js";
 import { syncByExchange } from "./exchange.js";
 import { openParent, removeStale } from "./fsutil.js";
 import { lockFile, requireNative } from "./lock.js";
 import { checkFileName, lockName, siblingsOf } from "./names.js";
-import { type NativeBinding, probeExchangeAt } from "./renameat2.js";
+import { type NativeBinding, probeExchangeAt, SyscallError } from "./renameat2.js";
 import { isSymlinkLayoutAt, removeStaleInside, syncBySymlink } from "./symlink.js";
 import type { DesiredFiles, SyncOptions, SyncResult } from "./types.js";
 
@@ -41,9 +41,25 @@ export async function syncDirectory(
 		const ctx = contextFrom(path, parent, siblings.stagingPrefix, files, binding, options);
 		ctx.step("locked");
 		const stale = removeStale(binding.at, parent, (n) => n.startsWith(siblings.stagingPrefix), path);
-		const result = await syncWith(chooseSwap(ctx, options), ctx);
+		const result = await syncWith(chooseSwap(ctx, options), ctx).catch((e: unknown) => {
+			throw typed(e, path);
+		});
 		result.problems.unshift(...stale);
 		return result;
+	});
+}
+
+/**
+ * A system call that failed in the middle of a sync (the target or a staging directory replaced under it by
+ * another account, say) as the typed error every other failure of a sync is: nothing half was published.
+ */
+function typed(e: unknown, target: string): unknown {
+	if (isCertificateeError(e) || !(e instanceof SyscallError)) return e;
+	return new CertificateeError("ATOMICDIR_SWAP_FAILED", `cannot publish ${target}: ${e.message}`, {
+		context: { target, file: e.path ?? target },
+		hint: "the target or its parent changed under the sync, which stopped there; the next sync tries again. Check who else can write the parent directory",
+		retryable: true,
+		cause: e,
 	});
 }
 
