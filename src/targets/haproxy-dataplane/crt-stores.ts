@@ -70,13 +70,19 @@ export function placeLoads(
 			const p: LoadPlacement = { runtimeName, store: store.name };
 			if (load.acme !== undefined && load.acme !== "") p.acme = unquote(load.acme);
 			const why: string[] = [];
-			const cert = resolve(load.certificate, store.crt_base, "certificate");
-			if ("path" in cert) {
+			// A file of the load: its path and its storage name, or why the API cannot address it.
+			const place = (spec: string, base: string | undefined, kind: "certificate" | "key") => {
+				const file = resolve(spec, base, kind);
+				if (!("path" in file)) return void why.push(file.why);
+				const ref = storageRef(file.path, storageDir);
+				if (!("ref" in ref)) why.push(ref.why);
+				return { path: file.path, ref: "ref" in ref ? ref.ref : undefined };
+			};
+			const cert = place(load.certificate, store.crt_base, "certificate");
+			if (cert !== undefined) {
 				p.certFile = cert.path;
-				const ref = storageRef(cert.path, storageDir);
-				if ("ref" in ref) p.certRef = ref.ref;
-				else why.push(ref.why);
-			} else why.push(cert.why);
+				if (cert.ref !== undefined) p.certRef = cert.ref;
+			}
 			// An OCSP response or SCTs name the certificate they are for: a renewal makes them stale, and the API's
 			// storage cannot write or remove them (not a certificate with its key).
 			const stale = (["ocsp", "sctl"] as const).filter((k) => load[k] !== undefined && load[k] !== "");
@@ -86,13 +92,11 @@ export function placeLoads(
 				);
 			}
 			if (load.key !== undefined && load.key !== "") {
-				const key = resolve(load.key, store.key_base, "key");
-				if ("path" in key) {
+				const key = place(load.key, store.key_base, "key");
+				if (key !== undefined) {
 					p.keyFile = key.path;
-					const ref = storageRef(key.path, storageDir);
-					if ("ref" in ref) p.keyRef = ref.ref;
-					else why.push(ref.why);
-				} else why.push(key.why);
+					if (key.ref !== undefined) p.keyRef = key.ref;
+				}
 			}
 			if (why.length > 0) p.unwritable = why.join("; ");
 			placed.push(p);
