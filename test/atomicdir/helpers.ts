@@ -1,5 +1,6 @@
 /** Test helpers for atomicdir: temp dirs, mounts (when root allows), child processes as bundled JS. */
 import { execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import {
 	existsSync,
 	mkdirSync,
@@ -55,7 +56,6 @@ export type ChildName = "writer" | "reader" | "attacker";
 export function childScript(name: ChildName): Promise<string> {
 	let p = bundles.get(name);
 	if (p === undefined) {
-		const out = resolve("node_modules/.cache/certificatee-test", `${name}.mjs`);
 		p = build({
 			entryPoints: [resolve("test/atomicdir/children", `${name}.ts`)],
 			bundle: true,
@@ -66,9 +66,13 @@ export function childScript(name: ChildName): Promise<string> {
 			write: false,
 			logLevel: "silent",
 		}).then((result) => {
+			// Named by content: worktrees that share node_modules never run each other's child code.
+			const contents = result.outputFiles[0]!.contents;
+			const digest = createHash("sha256").update(contents).digest("hex").slice(0, 16);
+			const out = resolve("node_modules/.cache/certificatee-test", `${name}-${digest}.mjs`);
 			mkdirSync(dirname(out), { recursive: true });
 			const tmp = `${out}.${process.pid}`;
-			writeFileSync(tmp, result.outputFiles[0]!.contents);
+			writeFileSync(tmp, contents);
 			renameSync(tmp, out);
 			return out;
 		});
