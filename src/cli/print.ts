@@ -193,7 +193,7 @@ export function renderStatus(full: CycleReport, style: Styler, options: StatusOp
 	const rows = summary.certificates.map((c) => [
 		c.name,
 		c.names.join(","),
-		c.origin ? shortOrigin(c.origin) : "not issued",
+		c.origin ? `${shortOrigin(c.origin)}${c.profile ? ` (${c.profile})` : ""}` : "not issued",
 		expiresIn(c.notAfter, options.now),
 		c.nextAttempt ? formatDuration(Math.max(0, Date.parse(c.nextAttempt) - options.now.getTime())) : "-",
 		{ text: c.state, colour: STATE_COLOUR[c.state] },

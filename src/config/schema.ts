@@ -1,4 +1,5 @@
 /** The configuration file's schema: the top level here, each kind's options in its own folder. */
+import { isIP } from "node:net";
 import { z } from "zod";
 import { duration } from "../base/duration.js";
 import { clusterSchema } from "../cluster/schema.js";
@@ -58,6 +59,7 @@ type Named = {
 	http01?: unknown;
 	http_address?: unknown;
 	dns01?: unknown;
+	profile?: unknown;
 };
 
 function list(value: unknown): Named[] {
@@ -83,6 +85,8 @@ export function referenceProblems(raw: unknown): Problem[] {
 	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
 	list(top.certificates).forEach((c, i) => {
 		wildcardWithoutDns01(c, i, sources, problems);
+		ipWithoutHttp01(c, i, sources, problems);
+		profileOfNonAcme(c, i, sources, problems);
 		const named = [
 			...(typeof c.issuer === "string" ? [{ path: `certificates[${i}].issuer`, name: c.issuer }] : []),
 			...(Array.isArray(c.issuers) ? (c.issuers as unknown[]) : []).map((n, j) => ({
@@ -167,6 +171,44 @@ function wildcardWithoutDns01(c: Named, i: number, sources: Named[], problems: P
 					message: `wildcard "${d}" needs DNS-01, and issuer "${String(name)}" has neither dns01 nor dns_hook: set sources[${at}].dns01.rfc2136 or sources[${at}].dns_hook, or list the names one by one`,
 				});
 			}
+		});
+	}
+}
+
+function issuersOf(c: Named, sources: Named[]): Named[] {
+	const names = [c.issuer, ...(Array.isArray(c.issuers) ? (c.issuers as unknown[]) : [])];
+	return sources.filter((s) => names.includes(s.name));
+}
+
+/**
+ * RFC 8738 §7: an IP address is validated over HTTP-01 (or TLS-ALPN-01), never DNS-01. An ACME issuer that
+ * answers only DNS-01 (dns01 or dns_hook, no http01) would fail every order of it.
+ */
+function ipWithoutHttp01(c: Named, i: number, sources: Named[], problems: Problem[]): void {
+	if (!Array.isArray(c.domains)) return;
+	for (const issuer of issuersOf(c, sources)) {
+		if (issuer.type !== "acme" || issuer.http01 !== undefined) continue;
+		if (issuer.dns_hook === undefined && issuer.dns01 === undefined) continue; // the built-in responder
+		const at = sources.indexOf(issuer);
+		c.domains.forEach((d, j) => {
+			if (typeof d === "string" && isIP(d) !== 0) {
+				problems.push({
+					path: `certificates[${i}].domains[${j}]`,
+					message: `IP address "${d}" can only be validated over HTTP-01 (RFC 8738: no DNS-01 for IP addresses), and issuer "${String(issuer.name)}" answers only DNS-01: set sources[${at}].http01 (the built-in responder or via: haproxy-map), or order the IP from another issuer`,
+				});
+			}
+		});
+	}
+}
+
+/** `profile` is an ACME order field: a local CA has none, and would silently ignore it. */
+function profileOfNonAcme(c: Named, i: number, sources: Named[], problems: Problem[]): void {
+	if (c.profile === undefined) return;
+	for (const issuer of issuersOf(c, sources)) {
+		if (issuer.type === "acme") continue;
+		problems.push({
+			path: `certificates[${i}].profile`,
+			message: `profile is an ACME profile, and issuer "${String(issuer.name)}" is of type ${String(issuer.type)}: remove profile, or set it on the ACME issuers instead (sources[].profile)`,
 		});
 	}
 }

@@ -99,5 +99,6 @@ function renewalView(s: CertificateStatus): RenewalView {
 		...(s.lastError ? { lastError: s.lastError } : {}),
 		...(s.serial ? { serial: s.serial } : {}),
 		...(s.notAfter ? { notAfter: s.notAfter } : {}),
+		...(s.profile ? { profile: s.profile } : {}),
 	};
 }

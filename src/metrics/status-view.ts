@@ -32,6 +32,8 @@ export interface CertificateStatusView {
 	notBefore?: string;
 	notAfter?: string;
 	issuer?: string;
+	/** The ACME profile it was issued under, when one was ordered. */
+	profile?: string;
 	/** `source` for certificates from a directory source; the renewal state for issued ones. */
 	state: RenewalState | "source";
 	/** One line: "backing off until …", "blocked by the daily cap until …", "issued", … */
@@ -130,6 +132,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
 			state,
 			stateText: stateText(state, renewal?.nextAttemptAt, renewal?.lastError?.retryable === false),
 			...(renewal?.issuer ? { issuer: renewal.issuer } : {}),
+			...(renewal?.profile ? { profile: renewal.profile } : {}),
 			...(renewal?.lastError ? { lastError: renewal.lastError } : {}),
 			...(renewal ? { nextAttempt: renewal.nextAttemptAt, nextRenewal: renewal.nextAttemptAt } : {}),
 			targets: targets(c.name),

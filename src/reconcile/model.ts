@@ -309,4 +309,6 @@ export interface RenewalView {
 	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
 	serial?: string;
 	notAfter?: string;
+	/** The ACME profile it was issued under. */
+	profile?: string;
 }

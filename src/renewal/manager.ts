@@ -81,6 +81,8 @@ export interface CertificateStatus {
 	orderedBecause?: { reason: string; message: string };
 	serial?: string;
 	notAfter?: string;
+	/** The ACME profile the certificate in service was issued under, when one was ordered. */
+	profile?: string;
 	/** When the policy will next order (the decision's time), ISO. */
 	nextRenewalAt: string;
 	decision: { action: RenewalDecision["action"]; reason: string; message: string };
@@ -218,6 +220,7 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 	const record = await readCertificateRecord(deps.store, spec.name);
 	const issuedBy = chain.find((i) => i.name === record?.value.history[0]?.issuer) ?? chain[0]!;
 	let issuedByName = record?.value.history[0]?.issuer;
+	let issuedProfile = record?.value.history[0]?.profile;
 	const stateRecord = await readRenewalState(deps.store, spec.name);
 	let state: RenewalState = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
 	let stateVersion = stateRecord?.version ?? 0;
@@ -247,6 +250,7 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 				// The next renewal starts again from the preferred issuer.
 				state = { ...state, issuerIndex: 0, failuresOnIssuer: 0 };
 				issuedByName = issuer.name;
+				issuedProfile = result.profile;
 				deps.log?.info(
 					{ certificate: spec.name, issuer: issuer.name, serial: result.bundle.leaf.serial },
 					"certificate issued",
@@ -280,6 +284,7 @@ async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: Ren
 			...status(spec, state, decision, ordered, bundle, run.now),
 			// Which issuer issued the certificate in service, else the one the next order goes to.
 			issuer: issuedByName ?? spec.issuers[state.issuerIndex ?? 0] ?? spec.issuer,
+			...(bundle && issuedProfile !== undefined ? { profile: issuedProfile } : {}),
 		},
 		...(desired ? { desired } : {}),
 		problems,

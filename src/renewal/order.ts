@@ -16,7 +16,7 @@ import type { StateStore } from "../store/types.js";
 import type { CertificateSpec } from "./schema.js";
 
 export type OrderResult =
-	| { ok: true; bundle: Bundle; jitter: number }
+	| { ok: true; bundle: Bundle; jitter: number; profile?: string }
 	| { ok: false; error: CertificateeError };
 
 export interface OrderDeps {
@@ -43,6 +43,7 @@ export async function order(
 				domains: spec.domains,
 				keyType: spec.key_type,
 				...(spec.lifetime !== undefined ? { lifetimeMs: spec.lifetime } : {}),
+				...(spec.profile !== undefined ? { profile: spec.profile } : {}),
 				...(replaced ? { replaces: replaced.certPem } : {}),
 			},
 			run.signal,
@@ -72,14 +73,25 @@ export async function order(
 	await storeIssued(
 		deps.store,
 		spec.name,
-		issuedRecord(loaded.bundle, spec, issuer.name, run.now),
+		issuedRecord(loaded.bundle, spec, issuer.name, run.now, issued.profile),
 		deps.previous,
 	);
 	// Drawn once, when the certificate is stored; the policy only reads it afterwards.
-	return { ok: true, bundle: loaded.bundle, jitter: run.random() };
+	return {
+		ok: true,
+		bundle: loaded.bundle,
+		jitter: run.random(),
+		...(issued.profile !== undefined ? { profile: issued.profile } : {}),
+	};
 }
 
-function issuedRecord(bundle: Bundle, spec: CertificateSpec, issuer: string, now: Date): IssuedCertificate {
+function issuedRecord(
+	bundle: Bundle,
+	spec: CertificateSpec,
+	issuer: string,
+	now: Date,
+	profile: string | undefined,
+): IssuedCertificate {
 	return {
 		certPem: bundle.certPem,
 		chainPem: bundle.chainPem,
@@ -92,5 +104,6 @@ function issuedRecord(bundle: Bundle, spec: CertificateSpec, issuer: string, now
 		notBefore: bundle.leaf.notBefore.toISOString(),
 		notAfter: bundle.leaf.notAfter.toISOString(),
 		issuedAt: now.toISOString(),
+		...(profile !== undefined ? { profile } : {}),
 	};
 }

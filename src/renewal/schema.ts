@@ -20,6 +20,8 @@ const certificateSpecFields = z.strictObject({
 	renew_before: duration.optional(),
 	/** Renew when less than this fraction of the lifetime is left (default 1/3). */
 	renew_fraction: z.number().gt(0).lt(1).optional(),
+	/** ACME profile to order (draft-ietf-acme-profiles), overriding the issuer's `profile`; ACME issuers only. */
+	profile: z.string().min(1).optional(),
 	/** Requested lifetime, for issuers that choose it (local CA). */
 	lifetime: duration.optional(),
 });

@@ -29,6 +29,8 @@ export interface IssueRequest {
 	keyType: KeyType;
 	/** Requested lifetime in ms, for issuers that choose it (local CA); ACME CAs decide for themselves. */
 	lifetimeMs?: number;
+	/** ACME profile to ask for (draft-ietf-acme-profiles); absent: the issuer's own default, if any. */
+	profile?: string;
 	/** PEM of the certificate this order replaces (ACME sends its ARI certID as `replaces`, RFC 9773). */
 	replaces?: string;
 }
@@ -38,6 +40,8 @@ export interface IssuedPem {
 	/** Intermediates, leaf-to-root. */
 	chainPem: string;
 	keyPem: string;
+	/** The ACME profile the CA issued it under (the order's `profile`), when there was one. */
+	profile?: string;
 }
 
 /** A suggested renewal window (ACME ARI, RFC 9773). */

@@ -29,6 +29,8 @@ export const issuedCertificateSchema = z.object({
 	notBefore: isoDate,
 	notAfter: isoDate,
 	issuedAt: isoDate,
+	/** The ACME profile it was issued under (draft-ietf-acme-profiles), when one was ordered. */
+	profile: z.string().optional(),
 });
 export type IssuedCertificate = z.infer<typeof issuedCertificateSchema>;
 

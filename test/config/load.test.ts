@@ -276,6 +276,51 @@ describe("config/load: what would fail later is rejected now", () => {
 		expect(() => parseConfig(raw(true), "x.yaml", { env: {} })).not.toThrow();
 	});
 
+	it("rejects an IP address whose ACME issuer answers only DNS-01 (RFC 8738), and accepts it with http01", () => {
+		const raw = (http01: boolean) => ({
+			sources: [
+				{
+					name: "le",
+					type: "acme",
+					directory_url: "https://acme.test/dir",
+					dns_hook: ["/bin/true"],
+					...(http01 ? { http01: { listen: "127.0.0.1:8402" } } : {}),
+				},
+				{ name: "plain", type: "acme", directory_url: "https://acme.test/dir" },
+			],
+			certificates: [
+				{ name: "edge", domains: ["edge.example.com", "192.0.2.10", "2001:db8::10"], issuer: "le" },
+				{ name: "plain", domains: ["198.51.100.7"], issuer: "plain" },
+			],
+		});
+		const problems = problemsOf(() => parseConfig(raw(false), "x.yaml", { env: {} }));
+		expect(problems.map((p) => p.path)).toEqual(["certificates[0].domains[1]", "certificates[0].domains[2]"]);
+		expect(problems[0]?.message).toContain('IP address "192.0.2.10" can only be validated over HTTP-01');
+		expect(problems[0]?.message).toContain("set sources[0].http01");
+		expect(() => parseConfig(raw(true), "x.yaml", { env: {} })).not.toThrow();
+	});
+
+	it("takes profile on ACME issuers and certificates, and rejects it for a certificate of a local CA", () => {
+		const raw = {
+			sources: [
+				{ name: "le", type: "acme", directory_url: "https://acme.test/dir", profile: "shortlived" },
+				{ name: "ca", type: "local-ca" },
+			],
+			certificates: [
+				{ name: "a", domains: ["a.test"], issuer: "le", profile: "classic" },
+				{ name: "b", domains: ["b.test"], issuers: ["le", "ca"], profile: "shortlived" },
+			],
+		};
+		const problems = problemsOf(() => parseConfig(raw, "x.yaml", { env: {} }));
+		expect(problems).toHaveLength(1);
+		expect(problems[0]?.path).toBe("certificates[1].profile");
+		expect(problems[0]?.message).toContain('issuer "ca" is of type local-ca');
+		const ok = { ...raw, certificates: [raw.certificates[0]!] };
+		const { config } = parseConfig(ok, "x.yaml", { env: {} });
+		expect(config.certificates[0]?.profile).toBe("classic");
+		expect(config.sources[0]?.type === "acme" ? config.sources[0].profile : undefined).toBe("shortlived");
+	});
+
 	it("accepts a wildcard name whose ACME issuer has dns01.rfc2136, and resolves tsig_secret_file beside the config", () => {
 		const raw = {
 			sources: [

@@ -10,6 +10,7 @@ import { Agent, request } from "undici";
 import type { Config } from "../../config/schema.js";
 import { CertificateeError, describeError, type ErrorCode, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
+import { directoryProfiles, unknownProfile } from "../../sources/acme/profiles.js";
 import { createDataplaneClient } from "../../targets/haproxy-dataplane/client.js";
 import type { DataplaneTargetConfig } from "../../targets/haproxy-dataplane/schema.js";
 import { RuntimeClient } from "../../targets/haproxy-runtime/socket.js";
@@ -166,7 +167,32 @@ function probe(name: string, address: string, sni: string, timeoutMs: number): P
 	};
 }
 
-function acmeDirectory(name: string, url: string, caFile: string | undefined, timeoutMs: number): Pending {
+/** A profile the configuration orders from an ACME issuer, and where it is set. */
+interface WantedProfile {
+	profile: string;
+	certificate?: string;
+	field: string;
+}
+
+/** Every profile ordered from `source`: its own default, and each certificate's own. */
+function wantedProfiles(config: Config, source: string): WantedProfile[] {
+	const own = config.sources.find((s) => s.name === source && s.type === "acme");
+	const fallback = own?.type === "acme" ? own.profile : undefined;
+	const wanted: WantedProfile[] = fallback ? [{ profile: fallback, field: `sources.${source}.profile` }] : [];
+	config.certificates.forEach((c, i) => {
+		if (c.profile && c.issuers.includes(source))
+			wanted.push({ profile: c.profile, certificate: c.name, field: `certificates[${i}].profile` });
+	});
+	return wanted;
+}
+
+function acmeDirectory(
+	name: string,
+	url: string,
+	caFile: string | undefined,
+	timeoutMs: number,
+	profiles: WantedProfile[] = [],
+): Pending {
 	return {
 		kind: "acme-directory",
 		name,
@@ -198,7 +224,19 @@ function acmeDirectory(name: string, url: string, caFile: string | undefined, ti
 						},
 					);
 				}
-				return `ACME directory (newAccount, newOrder${typeof directory.newNonce === "string" ? ", newNonce" : ""})`;
+				// draft-ietf-acme-profiles: the profiles it offers, and each configured one checked against them.
+				const offered = directoryProfiles(directory);
+				for (const w of profiles) {
+					const refused = unknownProfile(w.profile, offered, {
+						issuer: name,
+						...(w.certificate ? { certificate: w.certificate } : {}),
+						endpoint: safeUrl(url),
+						field: w.field,
+					});
+					if (refused) throw refused;
+				}
+				const listed = offered ? Object.keys(offered) : [];
+				return `ACME directory (newAccount, newOrder${typeof directory.newNonce === "string" ? ", newNonce" : ""}); profiles: ${listed.length > 0 ? listed.join(", ") : "none listed"}`;
 			} finally {
 				await dispatcher.close();
 			}
@@ -234,7 +272,8 @@ export function onlineChecks(config: Config): Pending[] {
 		}
 	}
 	for (const s of config.sources) {
-		if (s.type === "acme") checks.push(acmeDirectory(s.name, s.directory_url, s.ca_file, 10_000));
+		if (s.type === "acme")
+			checks.push(acmeDirectory(s.name, s.directory_url, s.ca_file, 10_000, wantedProfiles(config, s.name)));
 	}
 	return checks;
 }

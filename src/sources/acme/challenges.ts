@@ -51,7 +51,19 @@ export function createChallengeSolver(options: ChallengeSolverOptions): Challeng
 	async function publish(client: acme.Client, authz: Authorization, signal: AbortSignal): Promise<Published> {
 		const domain = authz.identifier.value;
 		const wildcard = authz.wildcard === true;
-		const type = !wildcard && responder ? "http-01" : dnsHook ? "dns-01" : undefined;
+		// RFC 8738 §7: no DNS-01 for an IP address.
+		const ip = authz.identifier.type === "ip";
+		const type = !wildcard && responder ? "http-01" : dnsHook && !ip ? "dns-01" : undefined;
+		if (!type && ip) {
+			throw new CertificateeError(
+				"ISSUE_FAILED",
+				`IP address ${domain} can only be validated over HTTP-01, and issuer ${issuer} answers only DNS-01`,
+				{
+					context: { field: "http01" },
+					hint: "RFC 8738 allows no DNS-01 for IP addresses: set the issuer's http01 (listen or via: haproxy-map)",
+				},
+			);
+		}
 		if (!type) {
 			throw new CertificateeError(
 				"ISSUE_FAILED",

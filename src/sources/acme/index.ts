@@ -34,6 +34,7 @@ import { createHttp01MapResponder } from "./http01-map.js";
 import { createCertificateKey } from "./keys.js";
 import { type PollOptions, waitForStatus } from "./poll.js";
 import { describeProblem, type ProblemScope, toAcmeError } from "./problem.js";
+import { directoryProfiles, unknownProfile } from "./profiles.js";
 import { createRfc2136Publisher, readTsigSecret } from "./rfc2136.js";
 import { type AcmeSourceConfig, DEFAULT_HTTP01_LISTEN } from "./schema.js";
 import {
@@ -47,6 +48,7 @@ import { acmeRequest, type TransportContext, type TransportOptions } from "./tra
 
 export { type AccountStore, type StoredAccount, storedAccount } from "./account.js";
 export { ariCertId } from "./ari.js";
+export { directoryProfiles, unknownProfile } from "./profiles.js";
 export { type AcmeSourceConfig, acmeSourceSchema } from "./schema.js";
 
 /** pino-compatible. */
@@ -103,20 +105,27 @@ function normaliseDomains(domains: readonly string[]): string[] {
 	return [...new Set(domains.map((d) => d.trim().toLowerCase()).filter((d) => d.length > 0))];
 }
 
+/** newOrder's payload: RFC 8555 §7.4, plus `profile` (draft-ietf-acme-profiles §4) and `replaces` (RFC 9773 §5). */
+type OrderPayload = Parameters<acme.Client["createOrder"]>[0] & { profile?: string; replaces?: string };
+
 /**
- * newOrder, with `replaces` when known. acme-client 5.4 posts the payload as given, so the field goes through.
- * A CA that refuses it (the old certificate was already replaced, or is unknown to it) gets the order without.
+ * newOrder, with `profile` and `replaces` when set. acme-client 5.4 (the latest) has neither field but posts
+ * the payload as given, so they go through. A CA that refuses `replaces` (the old certificate was already
+ * replaced, or is unknown to it) gets the order without it; `profile` is never dropped.
  */
 async function createOrder(
 	client: acme.Client,
 	identifiers: { type: string; value: string }[],
 	replaces: string | undefined,
-) {
-	if (replaces === undefined) return client.createOrder({ identifiers });
+	profile: string | undefined,
+): Promise<acme.Order & { profile?: unknown }> {
+	const payload: OrderPayload = { identifiers, ...(profile !== undefined ? { profile } : {}) };
+	if (replaces === undefined) return client.createOrder(payload);
 	try {
-		return await client.createOrder({ identifiers, replaces } as acme.Order & { replaces: string });
+		const replacing: OrderPayload = { ...payload, replaces };
+		return await client.createOrder(replacing);
 	} catch {
-		return client.createOrder({ identifiers });
+		return client.createOrder(payload);
 	}
 }
 
@@ -374,15 +383,19 @@ async function issueCertificate(
 		scope.operation = "new order";
 		const identifiers = domains.map((d) => ({ type: isIP(d) ? "ip" : "dns", value: d }));
 		const replaces = request.replaces ? await replacesId(ictx, request.replaces, ctx) : undefined;
-		const order = await createOrder(client, identifiers, replaces);
+		const profile = request.profile ?? config.profile;
+		if (profile !== undefined) await checkProfile(ictx, profile, request, scope, ctx);
+		const order = await createOrder(client, identifiers, replaces, profile);
 		scope.operation = "authorization";
 		await ictx.solver.validateAll(client, await client.getAuthorizations(order), scope);
 		const issued = await finalizeAndDownload(ictx, client, order, request, domains, scope);
+		// The profile the CA says it issued under (the order object's `profile`), else the one asked for.
+		const issuedUnder = typeof order.profile === "string" ? order.profile : profile;
 		ictx.logger.info(
-			{ issuer: config.name, certificate: request.certificate, domains },
+			{ issuer: config.name, certificate: request.certificate, domains, profile: issuedUnder },
 			"certificate issued",
 		);
-		return issued;
+		return issuedUnder !== undefined ? { ...issued, profile: issuedUnder } : issued;
 	} catch (e) {
 		throw toAcmeError(e, { ...scope });
 	}
@@ -422,6 +435,30 @@ async function finalizeAndDownload(
 		});
 	}
 	return { certPem: `${certPem.trim()}\n`, chainPem: chain.map((c) => `${c.trim()}\n`).join(""), keyPem };
+}
+
+/**
+ * A profile the CA's directory does not list is refused before any order (the CA would answer invalidProfile):
+ * the error names the profiles it offers. Their names also go into the scope, for the hint of a CA that lists
+ * a profile and refuses it anyway (one not open to this account).
+ */
+async function checkProfile(
+	{ config, session, directoryUrl }: IssuerContext,
+	profile: string,
+	request: IssueRequest,
+	scope: ProblemScope,
+	ctx: TransportContext,
+): Promise<void> {
+	const offered = directoryProfiles(await session.directory(ctx));
+	scope.profiles = Object.keys(offered ?? {});
+	const field = request.profile !== undefined ? "profile" : `sources.${config.name}.profile`;
+	const refused = unknownProfile(profile, offered, {
+		issuer: config.name,
+		certificate: request.certificate,
+		endpoint: directoryUrl,
+		field,
+	});
+	if (refused) throw refused;
 }
 
 /** The ARI certID of the certificate a new order replaces, when the CA supports ARI (RFC 9773 §5). */

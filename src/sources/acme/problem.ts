@@ -18,6 +18,7 @@ const PERMANENT = new Set([
 	"userActionRequired",
 	"unsupportedContact",
 	"invalidContact",
+	"invalidProfile",
 ]);
 
 function hintFor(short: string, scope: ProblemScope): string {
@@ -37,6 +38,10 @@ function hintFor(short: string, scope: ProblemScope): string {
 			return scope.http01?.startsWith("haproxy-map ")
 				? `the CA could not validate although every node of ${scope.http01} answered the token on its http_address: port 80 of the name must reach one of those nodes (DNS, firewall, a redirect before the map rule?)`
 				: `the CA could not validate: http://<name>/.well-known/acme-challenge/ (port 80) must reach the HTTP-01 responder at ${scope.http01 ?? "http01.listen"}, e.g. through an HAProxy route`;
+		case "invalidProfile":
+			return scope.profiles && scope.profiles.length > 0
+				? `the CA refuses this profile (for this account or these identifiers); it lists: ${scope.profiles.join(", ")}. Set profile to one it offers`
+				: "the CA refuses this profile: remove profile, or name one the CA's directory lists (certificatee validate --online)";
 		case "rateLimited":
 			return "the CA is rate limiting this account or name: wait for the time it states";
 		case "externalAccountRequired":
@@ -66,6 +71,8 @@ export interface ProblemScope {
 	http01?: string;
 	/** The challenge being validated, when the failure is a validation. */
 	challenge?: string;
+	/** The profiles the CA's directory lists, when a profile was asked for (for the invalidProfile hint). */
+	profiles?: string[];
 	/** Prefer problems from this resource (the authorization that failed). */
 	resourceUrl?: string;
 	problems: readonly AcmeProblem[];

@@ -79,6 +79,10 @@ export const acmeSourceSchema = z
 		email: z.email().optional(),
 		/** Common name of the root (or any issuer) to prefer among the CA's alternate chains (RFC 8555 §7.4.2). */
 		preferred_chain: z.string().min(1).optional(),
+		/** The ACME profile (draft-ietf-acme-profiles) this issuer's orders ask for unless a certificate names its
+		 * own, e.g. Let's Encrypt's `shortlived` (160 h, the only one with IP addresses). One of the directory's
+		 * `meta.profiles` (`validate --online` lists them). */
+		profile: z.string().min(1).optional(),
 		/** Registration implies agreeing to the CA's terms of service; set false to refuse (issuance then fails). */
 		agree_tos: z.boolean().default(true),
 		/** External Account Binding from the CA (ZeroSSL, Google, step-ca, ...). */
