@@ -174,6 +174,16 @@ export function createMetrics(): Metrics {
 		},
 	);
 	gauge(
+		"certificatee_chain_untrusted",
+		"1 per certificate whose chain does not verify against the target's trust_store (CHAIN_UNTRUSTED, CHAIN_BROKEN, CHAIN_EXPIRED in code): never pushed to that target.",
+		["target", "certificate", "code"],
+		(g) => {
+			for (const e of endpoints())
+				for (const h of e.held ?? [])
+					if (h.kind === "trust") g.set({ target: e.target, certificate: h.certificate, code: h.code }, 1);
+		},
+	);
+	gauge(
 		"certificatee_endpoint_up",
 		"1 when the endpoint answered the last observation.",
 		["target", "endpoint"],

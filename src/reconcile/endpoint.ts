@@ -32,6 +32,7 @@ import { redoView, settleOnWorker } from "./reloads.js";
 import {
 	type EndpointReport,
 	emptyEndpointReport,
+	type HeldView,
 	type ReloadsView,
 	type ServedView,
 	type StepView,
@@ -68,6 +69,12 @@ export interface EndpointJob {
 	writers?: { queues: WriteQueues; address: string };
 	/** The target's reload budget and this endpoint's remembered reloads and breaker (docs/reloads.md). */
 	reloads?: { maxPerHour: number; history: readonly ReloadRecord[]; breaker?: BreakerState };
+	/**
+	 * Certificates not written to this endpoint this cycle, and why: a chain the target's trust store rejects, or
+	 * a rollout stage that has not reached the endpoint (reconcile/rollout.ts). Their steps are planned and shown,
+	 * never applied.
+	 */
+	holds?: ReadonlyMap<string, HeldView>;
 	signal: AbortSignal;
 	now: () => Date;
 }
@@ -85,7 +92,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 	}
 	const servedBefore = await probeAll(job);
 	const serialBefore = observedSerial(observation.refs);
-	let { verdicts, plan } = decide(job, observation, servedBefore);
+	let { verdicts, plan, held } = decide(job, observation, servedBefore);
 	// Names this cycle's writes hand to another ref, reported before the write (cleared below if served right);
 	// where no probe shows who serves a name, the plan's handover says more than the observation.
 	const handedOver = new Set(plan.shadowed.map((p) => p.sni));
@@ -96,6 +103,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		...plan.shadowed.filter((p) => !classified.some((v) => v.class === "shadowed" && v.sni === p.sni)),
 	];
 	const steps: StepView[] = plan.steps.map((s) => viewAction(s.action, s.why));
+	const heldSteps = held.map(({ step, hold }) => heldView(step.action, step.why, hold, job.mode));
 	const notes = [...plan.notes];
 	let served = servedBefore;
 	const reloads = job.reloads;
@@ -174,8 +182,9 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		...base,
 		ok: true,
 		verdicts,
-		steps,
+		steps: [...steps, ...heldSteps],
 		notes,
+		...heldReport(job, heldSteps),
 		...(audit.length > 0 ? { audit } : {}),
 		...(plan.servingAfter.length > 0 ? { servingAfter: plan.servingAfter } : {}),
 		...crtListProblems(observation),
@@ -363,7 +372,7 @@ function decide(
 	job: EndpointJob,
 	observation: Observed,
 	probed: ReadonlyArray<{ served?: ServedCertificate }>,
-): { verdicts: Verdict[]; plan: ReturnType<typeof planEndpoint> } {
+): { verdicts: Verdict[]; plan: ReturnType<typeof planEndpoint>; held: HeldStep[] } {
 	const served = probed.flatMap((s) => (s.served ? [s.served] : []));
 	const verdicts = classifyEndpoint({
 		desired: job.desired,
@@ -386,7 +395,47 @@ function decide(
 		served,
 		reinserts: job.driver.reinserts === true,
 	});
-	return { verdicts, plan };
+	return { verdicts, ...withoutHeld(plan, job.holds) };
+}
+
+type Plan = ReturnType<typeof planEndpoint>;
+type HeldStep = { step: Plan["steps"][number]; hold: HeldView };
+
+/** The plan without the steps of held certificates (nor the reloads they would need), and those steps apart. */
+function withoutHeld(
+	plan: Plan,
+	holds: ReadonlyMap<string, HeldView> | undefined,
+): { plan: Plan; held: HeldStep[] } {
+	if (holds === undefined || holds.size === 0) return { plan, held: [] };
+	const holdOf = (certificate: string | undefined) =>
+		certificate === undefined ? undefined : holds.get(certificate);
+	const held: HeldStep[] = [];
+	const steps = plan.steps.filter((step) => {
+		const hold = holdOf("certificate" in step.action ? step.action.certificate : undefined);
+		if (hold) held.push({ step, hold });
+		return hold === undefined;
+	});
+	const reloadNeeds = plan.reloadNeeds.filter((n) => holdOf(n.certificate) === undefined);
+	return { plan: { ...plan, steps, reloadNeeds }, held };
+}
+
+/** A held step as the report shows it: skipped in sync, planned (no result) in plan, with the hold's reason. */
+function heldView(action: HaproxyAction, why: string, hold: HeldView, mode: EndpointJob["mode"]): StepView {
+	const view = viewAction(action, why);
+	if (mode === "sync") view.result = "skipped";
+	view.note = `${hold.code}: ${hold.message}`;
+	return view;
+}
+
+/** The holds the report carries: a trust failure always (a chain that does not verify is wrong wherever it is), a
+ * rollout's only where it held a write back. */
+function heldReport(job: EndpointJob, heldSteps: readonly StepView[]): { held?: HeldView[] } {
+	const carried = new Set(job.desired.map((d) => d.certificate.name));
+	const withSteps = new Set(heldSteps.map((s) => s.certificate));
+	const held = [...(job.holds?.values() ?? [])].filter(
+		(h) => carried.has(h.certificate) && (h.failed || withSteps.has(h.certificate)),
+	);
+	return held.length > 0 ? { held } : {};
 }
 
 function workerKey(observation: Observed): { worker?: WorkerIdentity } {

@@ -3,6 +3,7 @@
  * three phases on every endpoint with bounded concurrency; one endpoint's failure never stops the others.
  */
 import pLimit from "p-limit";
+import { type TrustStore, verifyBundle } from "../certificates/trust.js";
 import { canonicalCollisions, canonicalRef } from "../targets/haproxy/naming.js";
 import type { DuplicatePolicy } from "./classify.js";
 import type { CycleMode, TargetRunner } from "./cycle.js";
@@ -10,7 +11,7 @@ import { selectCertificates } from "./cycle.js";
 import { processEndpoint } from "./endpoint.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
 import type { DesiredCertificate, EndpointDriver } from "./model.js";
-import { type EndpointReport, emptyEndpointReport, type TargetReport } from "./report.js";
+import { type EndpointReport, emptyEndpointReport, type HeldView, type TargetReport } from "./report.js";
 import type { WriteQueues } from "./writers.js";
 
 export interface FleetOptions {
@@ -38,6 +39,8 @@ export interface FleetOptions {
 	owns?: (endpoint: string) => boolean;
 	/** The target's `reloads` (docs/reloads.md); absent: never reload, nothing reported. */
 	reloads?: { maxPerHour: number };
+	/** The target's `trust_store`: a chain that does not verify against it is never pushed (held, a failure). */
+	trust?: TrustStore;
 	now: () => Date;
 }
 
@@ -118,6 +121,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			const desired = selected
 				.filter((certificate) => !colliding.has(certificate.name))
 				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
+			const holds = trustHolds(options.name, desired, options.trust, options.now());
 			const limit = pLimit(options.concurrency ?? 8);
 			const memory = await remembered();
 			const owned = options.owns ? options.endpoints.filter((e) => options.owns!(e.name)) : options.endpoints;
@@ -135,6 +139,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 									? { newCertificateCrtList: options.newCertificateCrtList }
 									: {}),
 								...(options.newCertificateDirDefault ? { newCertificateDirDefault: true } : {}),
+								...(holds.size > 0 ? { holds } : {}),
 								mode,
 								signal,
 								now: options.now,
@@ -156,6 +161,30 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			return { target: options.name, kind: options.kind, endpoints };
 		},
 	};
+}
+
+/** The certificates whose chain the target's trust store rejects: held on every endpoint, each a failure. */
+export function trustHolds(
+	target: string,
+	desired: ReadonlyArray<{ certificate: DesiredCertificate }>,
+	trust: TrustStore | undefined,
+	now: Date,
+): Map<string, HeldView> {
+	const holds = new Map<string, HeldView>();
+	if (trust === undefined) return holds;
+	for (const { certificate } of desired) {
+		const verdict = verifyBundle(certificate.bundle, trust, now, `certificate ${certificate.name}`);
+		if (verdict.ok) continue;
+		holds.set(certificate.name, {
+			certificate: certificate.name,
+			kind: "trust",
+			code: verdict.code,
+			message: `${verdict.message}; not pushed to target ${target}`,
+			hint: verdict.hint,
+			failed: true,
+		});
+	}
+	return holds;
 }
 
 /** What the endpoint job needs of the memory to decide on a reload. */

@@ -58,6 +58,20 @@ export interface ServedView {
 	noCertificate?: true;
 }
 
+/**
+ * A certificate this cycle did not write to the endpoint, and why: `trust` (its chain does not verify against the
+ * trust store: a failure, `failed`), `rollout` (a rollout stage has not reached the endpoint, or halted: pending,
+ * or `failed` on a canary whose verification failed). Its steps are in the report, skipped (sync) with the reason.
+ */
+export interface HeldView {
+	certificate: string;
+	kind: "trust" | "rollout";
+	code: string;
+	message: string;
+	hint?: string;
+	failed: boolean;
+}
+
 export interface EndpointReport {
 	target: string;
 	endpoint: string;
@@ -80,6 +94,8 @@ export interface EndpointReport {
 	reloads?: ReloadsView;
 	/** sync: every write and removal done, and every served change a probe saw (audit.ts); logged one per line. */
 	audit?: AuditEvent[];
+	/** Certificates held back from this endpoint (a chain the trust store rejects, a rollout stage). */
+	held?: HeldView[];
 }
 
 export interface TargetReport {
@@ -152,7 +168,11 @@ export type FailureKind =
 	| "refused"
 	| "reload"
 	/** A crt-list file line names a certificate file that does not exist: the next reload fails. */
-	| "crt-list";
+	| "crt-list"
+	/** A chain that does not verify against the configured trust store: never pushed. */
+	| "trust"
+	/** A rollout's verification failed on a canary: halted, the other endpoints keep the old certificate. */
+	| "rollout";
 
 /** Where a list of steps stands: `open` ones are not done (planned, skipped or failed). */
 export interface StepCounts {
@@ -321,6 +341,20 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			reason: `crt-list ${p.crtList} line ${p.line} names a missing file ${p.file}`,
 		});
 	}
+	for (const h of e.held ?? []) {
+		if (!h.failed) continue;
+		out.push({
+			kind: h.kind,
+			key: `${h.kind}:${at}:${h.certificate}:${h.code}`,
+			subject: `${at} ${h.certificate}`,
+			...base,
+			certificate: h.certificate,
+			code: h.code,
+			message: h.message,
+			...(h.hint ? { hint: h.hint } : {}),
+			reason: `${h.code}: ${h.message}`,
+		});
+	}
 	const breaker = e.reloads?.breaker;
 	if (breaker) {
 		const failedNow = e.reloads?.cycle?.decision === "reloaded" && e.reloads.cycle.result !== "ok";
@@ -360,8 +394,10 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 	const fixing = new Set(open.map((s) => s.certificate));
 	// A name waiting for a reload held back (budget, max_per_hour 0) is pending, reported with the reload's reason.
 	for (const c of held) fixing.add(c);
+	// A held certificate is served as it was, on purpose: its hold says why.
+	const heldBack = new Set((e.held ?? []).map((h) => h.certificate));
 	for (const s of e.served) {
-		if (s.match || shadowedNames.has(`${s.sni} ${s.certificate}`)) continue;
+		if (s.match || shadowedNames.has(`${s.sni} ${s.certificate}`) || heldBack.has(s.certificate)) continue;
 		// A probe HAProxy refuses for want of a certificate is fixed by the write that deploys one, as a mismatch is.
 		if ((s.error === undefined || s.noCertificate) && fixing.has(s.certificate)) continue;
 		out.push({
@@ -422,6 +458,9 @@ function decideEndpoint(
 		};
 	}
 	const pending = stepCounts(e.steps).open;
+	const hold = e.held?.[0];
+	if (hold)
+		return { state: "pending", reason: `${hold.certificate}: ${hold.code}: ${hold.message}${backoff}` };
 	if (pending > 0)
 		return { state: "pending", reason: `${pending} change${pending === 1 ? "" : "s"} pending${backoff}` };
 	const held = e.reloads?.cycle;
@@ -517,9 +556,20 @@ function certificatesOn(e: EndpointReport, failures: readonly Failure[]): Map<st
 	for (const f of failures)
 		if (f.certificate !== undefined && !failed.has(f.certificate)) failed.set(f.certificate, f);
 	const held = e.reloads?.cycle?.decision === "held" ? e.reloads.cycle : undefined;
+	const holds = new Map((e.held ?? []).map((h) => [h.certificate, h]));
 	for (const certificate of carried) {
 		const verdict = canonical.get(certificate);
 		if (verdict === undefined) continue;
+		const hold = holds.get(certificate);
+		if (hold && !failed.has(certificate)) {
+			certificates.set(certificate, {
+				state: "pending",
+				refInSync: false,
+				converged: false,
+				reason: `${hold.code}: ${hold.message}`,
+			});
+			continue;
+		}
 		certificates.set(
 			certificate,
 			decideCertificate({
@@ -703,6 +753,8 @@ export function outcomeLine(outcome: CycleOutcome, mode: "plan" | "sync"): strin
 		refused: ["refused update", "refused updates"],
 		reload: ["reload breaker open", "reload breakers open"],
 		"crt-list": ["crt-list line naming a missing file", "crt-list lines naming missing files"],
+		trust: ["chain not trusted", "chains not trusted"],
+		rollout: ["rollout halted", "rollouts halted"],
 	};
 	for (const [kind, n] of byKind) parts.push(`${n} ${noun[kind][n === 1 ? 0 : 1]}`);
 	if (outcome.pending > 0) {

@@ -264,3 +264,40 @@ describe("cli/validate: what would fail later", () => {
 		expect((await certificatee(["validate", "--help"])).stdout).toContain("--online");
 	});
 });
+
+describe("cli/validate: trust_store", () => {
+	it("names a certificate whose chain misses its intermediate, and a trust store that cannot be read", async () => {
+		const root = await createTestCa("validate root");
+		const intermediate = await createTestCa("validate intermediate", { issuer: root });
+		const certs = mkdtempSync(join(dir, "trust-"));
+		const good = await issueTestLeaf(root, { names: ["good.test"], intermediates: [intermediate] });
+		const bare = await issueTestLeaf(root, { names: ["bare.test"], intermediates: [intermediate] });
+		writeFileSync(join(certs, "good.pem"), good.combinedPem);
+		writeFileSync(join(certs, "bare.pem"), bare.certPem + bare.keyPem);
+		writeFileSync(join(dir, "roots.pem"), root.certPem);
+		const f = join(dir, "trust.yaml");
+		const target = (name: string, store: string) =>
+			`  - { name: ${name}, type: haproxy-runtime, socket: /run/haproxy.sock, crt_dir: /etc/haproxy/certs, trust_store: ${store} }\n`;
+		writeFileSync(
+			f,
+			`sources:\n  - { name: files, type: directory, path: ${certs} }\ntargets:\n${target("lb1", join(dir, "roots.pem"))}${target("lb2", join(dir, "absent.pem"))}`,
+		);
+		const r = await certificatee(["validate", "--config", f]);
+		expect(r.code).toBe(1);
+		expect(r.stdout).toContain("2 problems");
+		expect(r.stdout).toMatch(
+			/targets\[0\]\.trust_store.*certificate bare: the chain ends at CN=bare.test, issued by CN=validate intermediate/,
+		);
+		expect(r.stdout).toContain("sync never pushes it to target lb1");
+		expect(r.stdout).toContain(`targets[1].trust_store`);
+		expect(r.stdout).toContain(
+			`trust store ${join(dir, "absent.pem")} cannot be used: ${join(dir, "absent.pem")}: ENOENT`,
+		);
+		expect(r.stdout).not.toContain("certificate good");
+		// --config-only: the chain is a warning (the daemon holds it back and runs), the unreadable store is not.
+		const only = await certificatee(["validate", "--config-only", "--config", f]);
+		expect(only.code).toBe(1);
+		expect(only.stdout).toContain("1 problem");
+		expect(only.stdout).toContain("warning: targets[0].trust_store");
+	});
+});

@@ -4,6 +4,7 @@
  * fail, because the daemon starts without a bad source file and serves the rest.
  */
 
+import { loadTrustStore, verifyBundle } from "../../certificates/trust.js";
 import { type ConfigProblem, configProblems, formatProblem } from "../../config/load.js";
 import type { Config } from "../../config/schema.js";
 import { isCertificateeError } from "../../errors.js";
@@ -49,6 +50,8 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 						},
 					]
 				: []),
+			// A trust store that cannot be read stops the daemon: a problem even with --config-only.
+			...trustProblems(loaded.config, []).stores,
 			...(options.configOnly ? [] : fromSources),
 		];
 		const warnings = options.configOnly ? fromSources : [];
@@ -133,5 +136,49 @@ async function sourceProblems(config: Config): Promise<Array<{ path: string; mes
 		path: "certificates",
 		message: `${c.names.map((n) => `"${n}"`).join(" and ")} all become ${c.ref} on HAProxy targets: rename all but one (a source file's name is its certificate's name)`,
 	}));
-	return [...files, ...collisions];
+	return [
+		...files,
+		...collisions,
+		...trustProblems(
+			config,
+			results.flatMap((r) => r.certificates),
+		).chains,
+	];
+}
+
+/**
+ * Each target's `trust_store` must load, and every certificate the sources hold now that the target carries must
+ * verify against it (what sync would hold back). Issued certificates are checked by sync, as they are issued.
+ */
+function trustProblems(
+	config: Config,
+	certificates: ReadonlyArray<{ name: string; bundle: Parameters<typeof verifyBundle>[0] }>,
+): { stores: ConfigProblem[]; chains: ConfigProblem[] } {
+	const stores: ConfigProblem[] = [];
+	const chains: ConfigProblem[] = [];
+	config.targets.forEach((t, i) => {
+		if (!("trust_store" in t) || t.trust_store === undefined) return;
+		const path = `targets[${i}].trust_store`;
+		let store: ReturnType<typeof loadTrustStore>;
+		try {
+			store = loadTrustStore(t.trust_store, path);
+		} catch (e) {
+			if (!isCertificateeError(e)) throw e;
+			stores.push({ path, code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) });
+			return;
+		}
+		const only = t.certificates;
+		for (const c of certificates) {
+			if (only !== undefined && !only.includes(c.name)) continue;
+			const verdict = verifyBundle(c.bundle, store, new Date(), `certificate ${c.name}`);
+			if (verdict.ok) continue;
+			chains.push({
+				path,
+				code: verdict.code,
+				message: `${verdict.message}: sync never pushes it to target ${t.name}`,
+				hint: verdict.hint,
+			});
+		}
+	});
+	return { stores, chains };
 }

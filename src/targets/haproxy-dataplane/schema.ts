@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
+import { trustStoreSchema } from "../../certificates/trust.js";
 import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
 import { reloadsSchema } from "../haproxy/reloads.js";
 
@@ -33,6 +34,8 @@ export const dataplaneTargetSchema = z.strictObject({
 	endpoints: z.array(dataplaneEndpointSchema).min(1),
 	/** Names of the certificates[] entries this target carries; all when absent. */
 	certificates: z.array(z.string()).optional(),
+	/** A PEM bundle (or `system`) every chain must verify against before it is pushed to this target. */
+	trust_store: trustStoreSchema,
 	/** Allow a runtime update whose certificate no longer covers a name the served one covers. */
 	allow_name_removal: z.boolean().default(false),
 	/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */

@@ -1,4 +1,5 @@
 /** The `haproxy-dataplane` kind as a target: its endpoints, run by the fleet orchestration of reconcile/. */
+import { loadTrustStore } from "../../certificates/trust.js";
 import { createFleetRunner } from "../../reconcile/fleet.js";
 import { storageDirName } from "../../reconcile/model.js";
 import { apiKey, createWriteQueues } from "../../reconcile/writers.js";
@@ -38,6 +39,9 @@ export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps
 			...(deps.backoff === false ? { backoff: false } : {}),
 			...(deps.owns ? { owns: (endpoint: string) => deps.owns!(config.name, endpoint) } : {}),
 			reloads: { maxPerHour: config.reloads.max_per_hour },
+			...(config.trust_store
+				? { trust: loadTrustStore(config.trust_store, `targets.${config.name}.trust_store`) }
+				: {}),
 			now: deps.now,
 		}),
 		close: async () => {

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
+import { trustStoreSchema } from "../../certificates/trust.js";
 import { reloadsSchema } from "../haproxy/reloads.js";
 
 /**
@@ -47,6 +48,8 @@ export const runtimeTargetSchema = z
 		/** host:port where this HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */
 		http_address: httpAddressSchema.optional(),
 		certificates: z.array(z.string()).optional(),
+		/** A PEM bundle (or `system`) every chain must verify against before it is pushed to this target. */
+		trust_store: trustStoreSchema,
 		/** Legacy duplicates: "remove" them once their keeper is stable (default), or "report" and keep them current. */
 		legacy_duplicates: z.enum(["remove", "report"]).default("remove"),
 		/** Allow a runtime update whose certificate no longer covers a name the served one covers. */

@@ -1,4 +1,5 @@
 /** The `haproxy-runtime` kind as a target: its one node, run by the fleet orchestration of reconcile/. */
+import { loadTrustStore } from "../../certificates/trust.js";
 import { createFleetRunner } from "../../reconcile/fleet.js";
 import { storageDirName } from "../../reconcile/model.js";
 import { createWriteQueues, socketKey } from "../../reconcile/writers.js";
@@ -33,6 +34,9 @@ export const runtimeTarget: TargetFactory<"haproxy-runtime"> = (config, deps) =>
 			...(deps.backoff === false ? { backoff: false } : {}),
 			...(deps.owns ? { owns: (endpoint: string) => deps.owns!(config.name, endpoint) } : {}),
 			reloads: { maxPerHour: config.reloads.max_per_hour },
+			...(config.trust_store
+				? { trust: loadTrustStore(config.trust_store, `targets.${config.name}.trust_store`) }
+				: {}),
 			now: deps.now,
 		}),
 		close: () => endpoint.close(),
