@@ -27,6 +27,10 @@ export const ERROR_CODES = [
 	// endpoints and targets
 	"ENDPOINT_UNAVAILABLE",
 	"ENDPOINT_TIMEOUT",
+	/** An answer larger than the endpoint's max_response_size: not read further (issue 25, finding 3). */
+	"ENDPOINT_RESPONSE_TOO_LARGE",
+	/** The endpoint's whole cycle (observe, writes, probes) overran the target's endpoint_deadline. */
+	"ENDPOINT_DEADLINE",
 	"ENDPOINT_AUTH",
 	"ENDPOINT_BAD_RESPONSE",
 	"ENDPOINT_NOT_FOUND",

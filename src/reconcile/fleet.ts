@@ -2,7 +2,9 @@
  * A target made of HAProxy endpoints (the Data Plane API fleet, or one runtime-socket node): runs the
  * three phases on every endpoint with bounded concurrency; one endpoint's failure never stops the others.
  */
+import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
+import { formatDuration } from "../base/duration.js";
 import { type TrustStore, verifyBundle } from "../certificates/trust.js";
 import { canonicalCollisions, canonicalRef } from "../targets/haproxy/naming.js";
 import type { DuplicatePolicy } from "./classify.js";
@@ -41,6 +43,8 @@ export interface FleetOptions {
 	reloads?: { maxPerHour: number };
 	/** The target's `trust_store`: a chain that does not verify against it is never pushed (held, a failure). */
 	trust?: TrustStore;
+	/** The target's endpoint_deadline: an endpoint's whole part of a cycle; past it, failed for the cycle. */
+	endpointDeadlineMs?: number;
 	now: () => Date;
 }
 
@@ -74,13 +78,16 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 		}
 		const knownPinned = new Map(Object.entries(state.pinned));
 		const writers = options.writers;
-		const report = await processEndpoint({
-			...job,
-			driver,
-			...(knownPinned.size > 0 ? { knownPinned } : {}),
-			...(writers ? { writers: { queues: writers.queues, address: writers.addressOf(driver.name) } } : {}),
-			...(options.reloads ? { reloads: reloadMemory(options.reloads.maxPerHour, state) } : {}),
-		});
+		const report = await withinDeadline(options, driver.name, job.signal, (signal) =>
+			processEndpoint({
+				...job,
+				signal,
+				driver,
+				...(knownPinned.size > 0 ? { knownPinned } : {}),
+				...(writers ? { writers: { queues: writers.queues, address: writers.addressOf(driver.name) } } : {}),
+				...(options.reloads ? { reloads: reloadMemory(options.reloads.maxPerHour, state) } : {}),
+			}),
+		);
 		if (job.mode === "plan") return { ...report, ...backoff };
 		if (report.ok) {
 			memory.set(driver.name, {
@@ -185,6 +192,53 @@ export function trustHolds(
 		});
 	}
 	return holds;
+}
+
+/**
+ * One endpoint's part of the cycle, bounded by the target's endpoint_deadline: at the deadline its work is
+ * aborted and the endpoint reported failed (ENDPOINT_DEADLINE) at once, even if something in it does not
+ * heed the signal, so a stuck server never holds the other endpoints, targets or the next cycle.
+ */
+async function withinDeadline(
+	options: FleetOptions,
+	endpoint: string,
+	cycle: AbortSignal,
+	run: (signal: AbortSignal) => Promise<EndpointReport>,
+): Promise<EndpointReport> {
+	const ms = options.endpointDeadlineMs;
+	if (ms === undefined) return run(cycle);
+	const expiry = new AbortController();
+	const signal = AbortSignal.any([cycle, expiry.signal]);
+	setMaxListeners(0, signal);
+	let timer: NodeJS.Timeout | undefined;
+	const expired = new Promise<undefined>((resolve) => {
+		timer = setTimeout(() => {
+			expiry.abort(new Error(`endpoint_deadline of ${ms} ms passed`));
+			resolve(undefined);
+		}, ms);
+	});
+	const overran = () =>
+		emptyEndpointReport(
+			options.name,
+			endpoint,
+			{
+				code: "ENDPOINT_DEADLINE",
+				message: `${endpoint}: its part of the cycle took longer than endpoint_deadline (${formatDuration(ms)}); stopped, tried again next cycle`,
+				hint: "the server answers too slowly (see its earlier errors and latency); raise endpoint_deadline if it is only large",
+			},
+			ms,
+		);
+	try {
+		const work = run(signal);
+		// Settles after the abort; its outcome no longer matters.
+		work.catch(() => undefined);
+		return (await Promise.race([work, expired])) ?? overran();
+	} catch (e) {
+		if (expiry.signal.aborted && !cycle.aborted) return overran();
+		throw e;
+	} finally {
+		clearTimeout(timer);
+	}
 }
 
 /** What the endpoint job needs of the memory to decide on a reload. */

@@ -11,6 +11,8 @@
  * never touched.
  */
 import { type Dispatcher, request } from "undici";
+import { readBodyCapped } from "../../base/body.js";
+import { formatByteSize } from "../../base/size.js";
 import { CertificateeError, describeError } from "../../errors.js";
 import { VERSION } from "../../version.js";
 
@@ -47,8 +49,10 @@ export interface TransportOptions {
 	dispatcher: Dispatcher;
 	/** Extra attempts when the CA is unreachable or answers 429/503. */
 	retries: number;
-	/** Timeout for one request (headers and body). */
+	/** One request as a whole, headers and body (a CA trickling bytes never resets it). */
 	requestTimeoutMs: number;
+	/** The largest answer read (default MAX_ACME_RESPONSE_BYTES). */
+	maxResponseBytes?: number;
 	/** First retry delay; doubles. */
 	retryDelayMs: number;
 }
@@ -65,6 +69,8 @@ const TLS_CODES = new Set([
 ]);
 
 const USER_AGENT = `certificatee/${VERSION} (acme-client)`;
+/** ACME answers are JSON objects and certificate chains of a few KiB: 1 MiB is far more than any CA sends. */
+export const MAX_ACME_RESPONSE_BYTES = 1024 ** 2;
 /** The longest Retry-After honoured (a CA's hint, not a promise). */
 export const MAX_RETRY_AFTER_MS = 30_000;
 
@@ -167,6 +173,27 @@ function unreachable(url: string, e: unknown): CertificateeError {
 	);
 }
 
+function timedOut(url: string, ms: number, cause: unknown): CertificateeError {
+	return new CertificateeError("ACME_ERROR", `ACME server ${url} sent no complete answer within ${ms} ms`, {
+		context: { endpoint: url },
+		hint: "the CA (or a proxy before it) is slow or stuck; certificatee retries at the next cycle",
+		retryable: true,
+		cause,
+	});
+}
+
+function tooLarge(url: string, status: number, max: number): CertificateeError {
+	return new CertificateeError(
+		"ACME_ERROR",
+		`ACME server ${url} (${status}): the answer is larger than ${formatByteSize(max)}; not read further`,
+		{
+			context: { endpoint: url, status },
+			hint: "no ACME answer is that large: is directory_url the CA's directory, and not a proxy or file server?",
+			retryable: false,
+		},
+	);
+}
+
 /** One HTTP exchange with the CA, retried on network errors and 429/503. */
 export async function acmeRequest(
 	options: TransportOptions,
@@ -176,15 +203,19 @@ export async function acmeRequest(
 	body?: AcmeHttpOptions,
 ): Promise<AcmeHttpResponse> {
 	const verb = method.toUpperCase() as Dispatcher.HttpMethod;
+	const max = options.maxResponseBytes ?? MAX_ACME_RESPONSE_BYTES;
 	for (let attempt = 0; ; attempt++) {
 		const canRetry = attempt < options.retries;
 		const delay = options.retryDelayMs * 2 ** attempt;
+		// undici's timers are idle timers; this bounds the whole exchange, the body included.
+		const deadline = AbortSignal.timeout(options.requestTimeoutMs);
 		let res: Dispatcher.ResponseData;
+		let text: string | undefined;
 		try {
 			res = await request(url, {
 				method: verb,
 				dispatcher: options.dispatcher,
-				signal: ctx.signal,
+				signal: AbortSignal.any([ctx.signal, deadline]),
 				headersTimeout: options.requestTimeoutMs,
 				bodyTimeout: options.requestTimeoutMs,
 				headers: {
@@ -193,15 +224,17 @@ export async function acmeRequest(
 				},
 				...(body?.data === undefined ? {} : { body: JSON.stringify(body.data) }),
 			});
+			text = await readBodyCapped(res, max);
 		} catch (e) {
 			if (ctx.signal.aborted) throw ctx.signal.reason;
 			const code = errorCode(e);
-			if (!canRetry || (code && TLS_CODES.has(code))) throw unreachable(url, e);
+			const failure = deadline.aborted ? timedOut(url, options.requestTimeoutMs, e) : unreachable(url, e);
+			if (!canRetry || (code && TLS_CODES.has(code))) throw failure;
 			await sleep(delay, ctx.signal);
 			continue;
 		}
+		if (text === undefined) throw tooLarge(url, res.statusCode, max);
 		const headers = flattenHeaders(res.headers);
-		const text = await res.body.text();
 		const contentType = headers["content-type"] ?? "";
 		if ((res.statusCode === 429 || res.statusCode === 503) && canRetry) {
 			const wait = Math.min(retryAfterMs(headers["retry-after"]) ?? delay, MAX_RETRY_AFTER_MS);

@@ -83,6 +83,7 @@ function httpClientFor(config: DataplaneEndpointConfig, deps: ClientDeps): HttpC
 			...(config.ca_file === undefined ? {} : { caFile: config.ca_file }),
 			insecureSkipVerify: config.insecure_skip_verify,
 			timeoutMs: config.timeout,
+			maxResponseBytes: config.max_response_size,
 		},
 		{
 			sleep: deps.sleep ?? defaultSleep,

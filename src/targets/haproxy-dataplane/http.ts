@@ -6,6 +6,8 @@ import { setMaxListeners } from "node:events";
 import { readFileSync } from "node:fs";
 import { Pool } from "undici";
 import type { z } from "zod";
+import { readBodyCapped } from "../../base/body.js";
+import { formatByteSize } from "../../base/size.js";
 import { CertificateeError, type ErrorCode, scrubSecrets } from "../../errors.js";
 import { errorBodySchema } from "./schema.js";
 
@@ -16,7 +18,10 @@ export interface HttpOptions {
 	password: string;
 	caFile?: string;
 	insecureSkipVerify: boolean;
+	/** The whole exchange, headers and body, per attempt (a server trickling bytes never resets it). */
 	timeoutMs: number;
+	/** The largest response body read; a larger one is ENDPOINT_RESPONSE_TOO_LARGE and the connection dropped. */
+	maxResponseBytes: number;
 }
 
 export interface RetryPolicy {
@@ -94,7 +99,7 @@ export function createHttpClient(options: HttpOptions, deps: HttpDeps): HttpClie
 		connect: { ...(ca === undefined ? {} : { ca }), rejectUnauthorized: !options.insecureSkipVerify },
 		// A reset socket must not be silently reused for a write.
 		pipelining: 1,
-		// The endpoint's timeout, kept by undici's own timers: no AbortSignal pair per request.
+		// Idle timers besides the attempt's deadline (they free a connection the deadline already gave up on).
 		headersTimeout: options.timeoutMs,
 		bodyTimeout: options.timeoutMs,
 	});
@@ -115,6 +120,10 @@ export function createHttpClient(options: HttpOptions, deps: HttpDeps): HttpClie
 	};
 
 	async function attempt(exchange: Exchange, signal: AbortSignal): Promise<Reply> {
+		// undici's own timers are idle timers: a server sending a byte a second resets them forever. The deadline
+		// bounds the attempt as a whole, and is told apart from the caller's abort by its own controller.
+		const deadline = new AbortController();
+		const timer = setTimeout(() => deadline.abort(), options.timeoutMs);
 		try {
 			const res = await pool.request({
 				path: `${prefix}/v3${exchange.path}`,
@@ -125,13 +134,19 @@ export function createHttpClient(options: HttpOptions, deps: HttpDeps): HttpClie
 					...(exchange.body ? { "content-type": exchange.body.contentType } : {}),
 				},
 				...(exchange.body ? { body: exchange.body.data } : {}),
-				signal: follow(signal),
+				signal: AbortSignal.any([follow(signal), deadline.signal]),
 			});
-			const text = await res.body.text();
+			const text = await readBodyCapped(res, options.maxResponseBytes);
+			if (text === undefined)
+				throw tooLarge(options.endpoint, exchange, res.statusCode, options.maxResponseBytes);
 			return { status: res.statusCode, headers: res.headers, text };
 		} catch (cause) {
 			if (signal.aborted) throw cause;
-			throw transportFailure(options.endpoint, exchange, cause, TIMEOUT_CODES.has(causeCode(cause)));
+			if (cause instanceof AttemptError) throw cause;
+			const timedOut = deadline.signal.aborted || TIMEOUT_CODES.has(causeCode(cause));
+			throw transportFailure(options.endpoint, exchange, cause, timedOut);
+		} finally {
+			clearTimeout(timer);
 		}
 	}
 
@@ -151,6 +166,21 @@ export function createHttpClient(options: HttpOptions, deps: HttpDeps): HttpClie
 	}
 
 	return { call, close: () => pool.close() };
+}
+
+function tooLarge(endpoint: string, exchange: Exchange, status: number, max: number): AttemptError {
+	return new AttemptError(
+		new CertificateeError(
+			"ENDPOINT_RESPONSE_TOO_LARGE",
+			`${where(endpoint, exchange)} (${status}): the answer is larger than max_response_size (${formatByteSize(max)}); not read further`,
+			{
+				context: { endpoint, operation: exchange.operation, status },
+				hint: "is the URL a Data Plane API server? If the fleet is that large, raise the endpoint's max_response_size",
+			},
+		),
+		// The server sends the same again.
+		"never",
+	);
 }
 
 function where(endpoint: string, exchange: Exchange): string {

@@ -5,8 +5,10 @@
 import { z } from "zod";
 import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
+import { byteSize } from "../../base/size.js";
 import { trustStoreSchema } from "../../certificates/trust.js";
 import { DEFAULT_BUFSIZE } from "../haproxy/bufsize.js";
+import { endpointDeadline } from "../haproxy/deadline.js";
 import { reloadsSchema } from "../haproxy/reloads.js";
 
 /** One Data Plane API server. `password_file` and `${ENV}` are resolved before this schema sees values. */
@@ -23,8 +25,10 @@ export const dataplaneEndpointSchema = z.strictObject({
 	probe: probeAddressSchema.optional(),
 	/** host:port where this node's HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */
 	http_address: httpAddressSchema.optional(),
-	/** Per-request timeout. */
+	/** One request as a whole (headers and body), per attempt. */
 	timeout: duration.pipe(z.number().positive({ error: "timeout must be more than 0" })).prefault("10s"),
+	/** The largest answer read (a storage listing of 10,000 certificates is about 20 MiB). */
+	max_response_size: byteSize.prefault("64MiB"),
 });
 export type DataplaneEndpointConfig = z.output<typeof dataplaneEndpointSchema>;
 
@@ -48,6 +52,8 @@ export const dataplaneTargetSchema = z.strictObject({
 	bufsize: z.number().int().min(1024).default(DEFAULT_BUFSIZE),
 	/** The reload budget (docs/reloads.md): default max_per_hour 0, never reload. */
 	reloads: reloadsSchema,
+	/** One endpoint's whole cycle (observe, writes, probes): past it the endpoint is failed for the cycle. */
+	endpoint_deadline: endpointDeadline,
 });
 export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
 

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";
 import { duration } from "../../base/duration.js";
 import { trustStoreSchema } from "../../certificates/trust.js";
+import { endpointDeadline } from "../haproxy/deadline.js";
 import { reloadsSchema } from "../haproxy/reloads.js";
 
 /**
@@ -62,6 +63,8 @@ export const runtimeTargetSchema = z
 		master_cli: z.string().min(1).optional(),
 		/** The reload budget (docs/reloads.md): default max_per_hour 0, never reload. */
 		reloads: reloadsSchema,
+		/** The node's whole part of a cycle (observe, writes, probes): past it, failed for the cycle. */
+		endpoint_deadline: endpointDeadline,
 		/**
 		 * Every how many observations of a running certificatee one reads every certificate's detail again; the
 		 * others read what can have changed (docs/haproxy-runtime-target.md). 1: every observation is full.

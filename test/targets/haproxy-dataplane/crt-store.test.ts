@@ -133,6 +133,7 @@ for (const build of haproxyBuilds(["3.2", "3.4"])) {
 					password: d.password,
 					insecure_skip_verify: false,
 					timeout: 10_000,
+					max_response_size: 64 * 1024 ** 2,
 				},
 				{ now: () => new Date(), storageDir: D },
 			);

@@ -41,6 +41,7 @@ beforeAll(async () => {
 		password: double.password,
 		insecure_skip_verify: false,
 		timeout: 10_000,
+		max_response_size: 64 * 1024 ** 2,
 	});
 });
 
