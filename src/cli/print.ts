@@ -218,6 +218,10 @@ export function renderStatus(full: CycleReport, style: Styler, options: StatusOp
 			if (c.lastError?.hint) why.push(`  hint: ${c.lastError.hint}`);
 			if (c.nextAttempt) why.push(`  next attempt ${c.nextAttempt}`);
 		}
+		for (const p of c.problems ?? []) {
+			why.push(style.paint({ text: `${c.name}: ${p.code}: ${p.message}`, colour: "yellow" }));
+			if (p.hint) why.push(`  hint: ${p.hint}`);
+		}
 		for (const t of c.targets)
 			for (const r of t.reasons)
 				if (![...down].some((d) => `${t.target}/${r}`.startsWith(d)))
@@ -260,8 +264,11 @@ export function renderStatus(full: CycleReport, style: Styler, options: StatusOp
 				}),
 			);
 	}
+	// A problem of a certificate in the table is said beside it, above.
+	const shown = new Set(summary.certificates.map((c) => c.name));
 	for (const p of report.sourceProblems)
-		out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
+		if (p.certificate === undefined || !shown.has(p.certificate))
+			out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
 	return out;
 }
 

@@ -68,12 +68,13 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	try {
 		if (config.cluster && options.readOnly) reader = openClusterReader(config.cluster);
 		else if (config.cluster) cluster = await startCluster(config.cluster, options.log);
+		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
 		built = await buildSources(config.sources, {
 			store: shared(store, cluster, reader),
+			local: { store, readOnly: options.readOnly, warn },
 			clock: now,
 			challengeMaps: (names, map) => challengeMapNodes(config.targets, names, map),
 		});
-		const warn = (fields: Record<string, unknown>, message: string) => options.log.warn(fields, message);
 		// One writer per HAProxy process, across every target that reaches it.
 		const writeQueues = createWriteQueues();
 		// Alone, in the state directory; in a cluster, in etcd, shared by the replicas (an endpoint that moves to

@@ -265,6 +265,15 @@ export function createMetrics(): Metrics {
 	);
 
 	gauge(
+		"certificatee_certificate_source_problems",
+		"Files of the certificate's name its source could not use (invalid, or expiring before the one served): the certificate served is the last valid one.",
+		["certificate"],
+		(g) => {
+			for (const c of summary()?.certificates ?? []) g.set({ certificate: c.name }, c.problems?.length ?? 0);
+		},
+	);
+
+	gauge(
 		"certificatee_cycle_last_finished_timestamp_seconds",
 		"When the last cycle finished; with certificatee_cycle_interval_seconds, the liveness /healthz reports.",
 		[],

@@ -8,6 +8,7 @@ import {
 	absentCertificates,
 	type CycleReport,
 	certificateConvergence,
+	certificateProblems,
 	endpointState,
 	type ReloadsView,
 	type RenewalState,
@@ -39,6 +40,11 @@ export interface CertificateStatusView {
 	/** One line: "backing off until …", "blocked by the daily cap until …", "issued", … */
 	stateText: string;
 	lastError?: { code: string; message: string; hint?: string };
+	/**
+	 * Files of its name its source could not use (certificateProblems): an invalid file, or one that expires before
+	 * the certificate served. The certificate shown is still the desired one (the last valid, held by the source).
+	 */
+	problems?: Array<{ code: string; file: string; message: string; hint?: string }>;
 	/** When certificatee next orders it (ISO). */
 	nextAttempt?: string;
 	/** Kept for compatibility: the same as nextAttempt. */
@@ -124,9 +130,11 @@ export function statusSummary(report: CycleReport): StatusSummary {
 	const renewals = new Map((report.renewals ?? []).map((r) => [r.certificate, r]));
 	const targets = (name: string) =>
 		report.targets.map((t) => ({ target: t.target, ...certificateConvergence(t.endpoints, name) }));
+	const problems = certificateProblems(report);
 	const desired = report.certificates.map((c): CertificateStatusView => {
 		const renewal = renewals.get(c.name);
 		const state = renewal?.state ?? "source";
+		const own = problems.get(c.name) ?? [];
 		return {
 			...c,
 			state,
@@ -134,6 +142,16 @@ export function statusSummary(report: CycleReport): StatusSummary {
 			...(renewal?.issuer ? { issuer: renewal.issuer } : {}),
 			...(renewal?.profile ? { profile: renewal.profile } : {}),
 			...(renewal?.lastError ? { lastError: renewal.lastError } : {}),
+			...(own.length > 0
+				? {
+						problems: own.map((f) => ({
+							code: f.code,
+							file: f.subject,
+							message: f.message,
+							...(f.hint ? { hint: f.hint } : {}),
+						})),
+					}
+				: {}),
 			...(renewal ? { nextAttempt: renewal.nextAttemptAt, nextRenewal: renewal.nextAttemptAt } : {}),
 			targets: targets(c.name),
 		};

@@ -61,6 +61,7 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, caller: AbortSi
 			.filter((p) => !(p.order && desired.renewals))
 			.map((p) => ({
 				subject: p.subject,
+				...(p.certificate ? { certificate: p.certificate } : {}),
 				code: p.error.code,
 				message: p.error.message,
 				...(p.error.hint ? { hint: p.error.hint } : {}),

@@ -271,6 +271,8 @@ export interface SourceProblem {
 	/** File or certificate name the problem is about. */
 	subject: string;
 	error: CertificateeError;
+	/** The certificate it is about, when a file of a certificate's name cannot be used (its name is the file's stem). */
+	certificate?: string;
 	/** A failed order (the renewal status carries it too): reported with the order, not as a source file. */
 	order?: true;
 }

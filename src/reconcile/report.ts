@@ -116,10 +116,19 @@ export interface CycleReport {
 		notBefore: string;
 		notAfter: string;
 	}>;
-	sourceProblems: Array<{ subject: string; code: string; message: string; hint?: string }>;
+	/** `certificate`: the certificate a file of its name is about (a held one stays desired; see certificateProblems). */
+	sourceProblems: SourceProblemView[];
 	/** Certificates certificatee issues: where each stands after the cycle (absent in reports built by hand). */
 	renewals?: RenewalView[];
 	targets: TargetReport[];
+}
+
+export interface SourceProblemView {
+	subject: string;
+	certificate?: string;
+	code: string;
+	message: string;
+	hint?: string;
 }
 
 export function viewAction(action: Action, why: string): StepView {
@@ -659,16 +668,7 @@ export function certificateConvergence(
 
 /** Every failure of a cycle: source files, orders (this cycle's and those still blocked), endpoints. */
 export function cycleFailures(report: CycleReport): Failure[] {
-	const sources = report.sourceProblems.map(
-		(p): Failure => ({
-			kind: "source",
-			key: `source:${p.subject}:${p.code}`,
-			subject: p.subject,
-			code: p.code,
-			message: p.message,
-			hint: p.hint ?? DEFAULT_HINT.source,
-		}),
-	);
+	const sources = report.sourceProblems.map(sourceFailure);
 	const orders = (report.renewals ?? [])
 		.filter((r) => r.order?.result === "failed" || BLOCKED_RENEWALS.has(r.state))
 		.map(
@@ -690,6 +690,34 @@ export function cycleFailures(report: CycleReport): Failure[] {
 			}),
 		);
 	return [...sources, ...orders, ...report.targets.flatMap((t) => t.endpoints.flatMap(endpointFailures))];
+}
+
+/**
+ * The source problems of each certificate, by name: the files of its name that could not be used (invalid, or expiring
+ * before the one served). Its last valid certificate may still be the desired one (held by its source), so a
+ * certificate can be converged everywhere and still need a human: every view lists these beside it.
+ */
+export function certificateProblems(report: CycleReport): Map<string, Failure[]> {
+	const out = new Map<string, Failure[]>();
+	for (const p of report.sourceProblems) {
+		if (p.certificate === undefined) continue;
+		const list = out.get(p.certificate);
+		if (list) list.push(sourceFailure(p));
+		else out.set(p.certificate, [sourceFailure(p)]);
+	}
+	return out;
+}
+
+function sourceFailure(p: SourceProblemView): Failure {
+	return {
+		kind: "source",
+		key: `source:${p.subject}:${p.code}`,
+		subject: p.subject,
+		...(p.certificate ? { certificate: p.certificate } : {}),
+		code: p.code,
+		message: p.message,
+		hint: p.hint ?? DEFAULT_HINT.source,
+	};
 }
 
 export interface CycleOutcome {

@@ -19,9 +19,13 @@ const holdsNothing = async () => {};
 export const sourceFactories = {
 	directory: async (config, deps) => {
 		const { createDirectorySource } = await import("./directory/index.js");
+		const { storedSourceMemory } = await import("./directory/memory.js");
 		return {
 			role: "source",
-			source: createDirectorySource(config, deps.clock ? { clock: deps.clock } : {}),
+			source: createDirectorySource(config, {
+				...(deps.clock ? { clock: deps.clock } : {}),
+				...(deps.local ? { memory: storedSourceMemory(config.name, deps.local) } : {}),
+			}),
 			close: holdsNothing,
 		};
 	},

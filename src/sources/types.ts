@@ -83,6 +83,16 @@ export interface SourceDeps {
 	clock?: () => Date;
 	/** The HAProxy nodes of the named targets, for `http01: { via: haproxy-map }` (built by the target registry). */
 	challengeMaps?: ChallengeMaps;
+	/**
+	 * This machine's state store (state_dir, also in a cluster: a directory source reads this machine's files): a
+	 * directory source keeps there what it serves in place of its files, so every process serves the same.
+	 */
+	local?: {
+		store: StateStore;
+		/** plan and status: read, never write. */
+		readOnly: boolean;
+		warn: (fields: Record<string, unknown>, message: string) => void;
+	};
 }
 
 export type ChallengeMaps = (targets: readonly string[], map: string) => ChallengeMapNode[];

@@ -7,6 +7,8 @@
  *   accounts/<issuer>            an ACME issuer's account: its key, the CA's account URL, the contact sent
  *   authorities/<issuer>         a local CA: its root certificate and key
  *   revocations/<issuer>         what a local CA revoked (it has no CRL; the operator acts on the list)
+ *   sources/<source>             what a directory source serves in place of its file (the file turned invalid
+ *                                or older): the last valid certificate, so every process serves the same
  * Names that are not plain segments are escaped (nameSegment). Every record is validated when read; a record
  * that does not parse is STATE_CORRUPT, never guessed at.
  */
@@ -237,4 +239,39 @@ export function writeRevocations(
 	version: number,
 ) {
 	return store.put(revocationsKey(issuer), revocationsRecordSchema.parse(record), version);
+}
+
+/**
+ * A certificate a directory source keeps serving in place of what its file holds now (an invalid file, or one
+ * that expires earlier): the last valid one it served. Kept like issued certificates (0600 files in state_dir),
+ * so the daemon, `plan`, `status` and a restart all serve the same; key material never leaves the store.
+ */
+export const heldCertificateSchema = z.object({
+	certPem: z.string(),
+	chainPem: z.string(),
+	keyPem: z.string(),
+	/** The file(s) it was read from, for reports. */
+	file: z.string(),
+	serial: z.string(),
+	fingerprint: z.string(),
+	notAfter: isoDate,
+	/** When its file stopped being served. */
+	heldSince: isoDate,
+});
+export type HeldCertificate = z.infer<typeof heldCertificateSchema>;
+export const sourceMemorySchema = z.object({ held: z.record(z.string(), heldCertificateSchema) });
+export type SourceMemoryRecord = z.infer<typeof sourceMemorySchema>;
+export const sourceMemoryKey = (source: string) => `sources/${nameSegment(source)}`;
+
+export function readSourceMemory(store: StateStore, source: string) {
+	return readRecord(store, sourceMemoryKey(source), sourceMemorySchema);
+}
+
+export function writeSourceMemory(
+	store: StateStore,
+	source: string,
+	record: SourceMemoryRecord,
+	version: number,
+) {
+	return store.put(sourceMemoryKey(source), sourceMemorySchema.parse(record), version);
 }

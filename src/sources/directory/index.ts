@@ -11,6 +11,7 @@ import { CertificateeError, describeError } from "../../errors.js";
 import type { DesiredCertificate, SourceProblem } from "../../reconcile/model.js";
 import type { Source, SourceResult } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
+import type { Held, SourceMemory } from "./memory.js";
 import { type ParseAllOptions, parseAll, type ReadOutcome } from "./parse-pool.js";
 import {
 	createParsedCache,
@@ -30,6 +31,8 @@ export interface DirectorySourceDeps {
 	racyMs?: number;
 	/** Worker threads for a load with many changed files (see parse-pool.ts); default: by core count. */
 	workers?: number;
+	/** Where the certificates served in place of their files are kept (memory.ts); without it, in this process only. */
+	memory?: SourceMemory;
 }
 
 /** A directory source always watches: onChange runs once the directory has been quiet for `debounce`. */
@@ -62,10 +65,18 @@ export function createDirectorySource(
 	const clock = deps.clock ?? (() => new Date());
 	const cache = createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs });
 	let previous = new Map<string, DesiredCertificate>();
+	// What is served in place of its file, and since when (saved to deps.memory when it changes).
+	let held = new Map<string, Held>();
+	let restored = false;
 	let last: LastLoad | undefined;
 	let listing: { files: readonly string[]; grouped: Grouped } | undefined;
 
 	async function load(signal: AbortSignal): Promise<SourceResult> {
+		if (!restored && deps.memory) {
+			held = await deps.memory.load();
+			previous = new Map([...held].map(([name, h]) => [name, h.certificate]));
+		}
+		restored = true;
 		const now = clock();
 		const files = await listFiles(config);
 		// Keep serving what was valid before rather than dropping every certificate.
@@ -97,11 +108,16 @@ export function createDirectorySource(
 		for (const s of skipped) {
 			problems.push({
 				subject: s.subject,
-				error: new CertificateeError("SOURCE_OLDER", s.message, { context: { file: s.subject } }),
+				certificate: s.certificate,
+				error: new CertificateeError("SOURCE_OLDER", s.message, {
+					context: { file: s.subject, certificate: s.certificate },
+				}),
 			});
 		}
 		previous = new Map(served.map((d) => [d.name, d]));
-		const result = { certificates: served, problems };
+		held = heldAfter(held, served, loaded, now, `source ${config.name}: `);
+		await deps.memory?.save([...held.values()]);
+		const result = { certificates: served, problems: problems.map((p) => withHeldHint(p, held)) };
 		// A read error may clear by itself: such a load is never reused.
 		last = parsed.some((p) => "unreadable" in p)
 			? undefined
@@ -157,6 +173,54 @@ export function createDirectorySource(
 			};
 		},
 	};
+}
+
+/**
+ * The certificates served in place of what their files hold now (an invalid or older file): the served ones whose
+ * fingerprint no valid file of their name holds. Each keeps the time it was first held.
+ */
+function heldAfter(
+	before: ReadonlyMap<string, Held>,
+	served: readonly DesiredCertificate[],
+	loaded: readonly LoadedFile[],
+	now: Date,
+	/** What precedes the file in a certificate's origin. */
+	prefix: string,
+): Map<string, Held> {
+	const fromFile = new Map(loaded.map((f) => [f.name, f.bundle.leaf.fingerprint]));
+	const out = new Map<string, Held>();
+	for (const d of served) {
+		if (fromFile.get(d.name) === d.bundle.leaf.fingerprint) continue;
+		const was = before.get(d.name);
+		const same = was?.certificate.bundle.leaf.fingerprint === d.bundle.leaf.fingerprint;
+		out.set(d.name, {
+			certificate: d,
+			file: d.origin.startsWith(prefix) ? d.origin.slice(prefix.length) : d.origin,
+			since: same && was ? was.since : now,
+		});
+	}
+	return out;
+}
+
+/**
+ * A problem of a file whose certificate is held (the last valid one stays served): its hint says so, and that
+ * removing the file removes the certificate.
+ */
+function withHeldHint(p: SourceProblem, held: ReadonlyMap<string, Held>): SourceProblem {
+	const h = p.certificate === undefined ? undefined : held.get(p.certificate);
+	if (h === undefined) return p;
+	const leaf = h.certificate.bundle.leaf;
+	const kept = `the last valid certificate of "${p.certificate}" (serial ${leaf.serial}, expires ${leaf.notAfter.toISOString()}, from ${h.file}) stays served until then; removing the file removes the certificate`;
+	const hint =
+		p.error.code === "SOURCE_OLDER"
+			? `a file that expires earlier never replaces the served certificate: ${kept}`
+			: `${p.error.hint ? `${p.error.hint}; ` : ""}fix the file: ${kept}`;
+	const error = new CertificateeError(p.error.code, p.error.message, {
+		context: { ...p.error.context, certificate: p.certificate },
+		hint,
+		retryable: p.error.retryable,
+	});
+	return { ...p, error };
 }
 
 /** After the racy window: past the file times' granularity for sure. */
@@ -258,6 +322,7 @@ function checkCandidates(
 			invalid.add(c.name);
 			problems.push({
 				subject,
+				certificate: c.name,
 				error: new CertificateeError(
 					"SOURCE_UNREADABLE",
 					`${subject}: ${describeError(outcome.unreadable)}`,
@@ -275,7 +340,7 @@ function checkCandidates(
 		if (outcome.ok && errors.length === 0) loaded.push({ name: c.name, subject, bundle: outcome.bundle });
 		else {
 			invalid.add(c.name);
-			for (const error of errors) problems.push({ subject, error });
+			for (const error of errors) problems.push({ subject, certificate: c.name, error });
 		}
 	}
 	return { loaded, invalid };

@@ -26,6 +26,8 @@ export interface SelectInput {
 
 export interface Skipped {
 	subject: string;
+	/** The name of the certificate of the file skipped. */
+	certificate: string;
 	message: string;
 }
 
@@ -48,6 +50,7 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
 		byNamesAndKey.set(key, keep);
 		skipped.push({
 			subject: drop.subject,
+			certificate: drop.name,
 			message: `${drop.subject}: covers the same names with the same key type (${keyLabel(drop.bundle)}) as ${keep.subject}, ${reason}; skipped`,
 		});
 	}
@@ -62,6 +65,7 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
 		) {
 			skipped.push({
 				subject: file.subject,
+				certificate: file.name,
 				message: `${file.subject}: expires ${day(file.bundle.leaf.notAfter)}, before the certificate already served for "${file.name}" (${day(before.bundle.leaf.notAfter)}); keeping that one`,
 			});
 			served.push(before);

@@ -3,7 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createDirectorySource, directorySourceSchema } from "../../../src/sources/directory/index.js";
+import { storedSourceMemory } from "../../../src/sources/directory/memory.js";
 import type { SourceResult } from "../../../src/sources/types.js";
+import { openFileStore } from "../../../src/store/file-store.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 
 const DAY = 86_400_000;
@@ -105,6 +107,74 @@ describe("sources/directory", () => {
 
 		await unlink(join(dir, "a.pem"));
 		expect(served(await s.load(signal))).toEqual([]);
+	});
+
+	it("keeps what it serves in place of a file in the state store: a new source (a fresh CLI, a restart) serves the same", async () => {
+		const stateDir = await mkdtemp(join(tmpdir(), "certificatee-dirsource-state-"));
+		const store = await openFileStore(stateDir);
+		const warnings: string[] = [];
+		const deps = (readOnly: boolean, on = store) => ({
+			memory: storedSourceMemory("certs", {
+				store: on,
+				readOnly,
+				warn: (_f: unknown, m: string) => warnings.push(m),
+			}),
+		});
+		const config = directorySourceSchema.parse({ name: "certs", type: "directory", path: dir });
+		try {
+			const first = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(300) });
+			await put("a.pem", first.combinedPem);
+			expect(served(await createDirectorySource(config, deps(false)).load(signal))).toEqual([
+				`a ${first.serial}`,
+			]);
+			// Nothing held: the store keeps no copy of a certificate its file still holds.
+			expect(await store.get("sources/certs")).toBeUndefined();
+
+			const daemon = createDirectorySource(config, deps(false));
+			await daemon.load(signal);
+			const other = await issueTestLeaf(ca, { names: ["b.test"] });
+			await put("a.pem", `${first.certPem}${other.keyPem}`);
+			let result = await daemon.load(signal);
+			expect(served(result)).toEqual([`a ${first.serial}`]);
+			expect(result.problems.map((p) => `${p.certificate} ${p.error.code}`)).toEqual([
+				"a BUNDLE_KEY_MISMATCH",
+			]);
+			expect(result.problems[0]?.error.hint).toContain(`serial ${first.serial}`);
+
+			// A fresh process reading the store without its lock (status, plan) serves the same.
+			const reader = await openFileStore(stateDir, { readOnly: true });
+			result = await createDirectorySource(config, deps(true, reader)).load(signal);
+			expect(served(result)).toEqual([`a ${first.serial}`]);
+			expect(result.problems.map((p) => `${p.certificate} ${p.error.code}`)).toEqual([
+				"a BUNDLE_KEY_MISMATCH",
+			]);
+
+			// An older file: refused by a new process too.
+			const shorter = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(80) });
+			await put("a.pem", shorter.combinedPem);
+			result = await createDirectorySource(config, deps(true, reader)).load(signal);
+			expect(served(result)).toEqual([`a ${first.serial}`]);
+			expect(report(result)).toEqual(["a.pem: SOURCE_OLDER"]);
+
+			// Fixed: the file is served again and nothing is held any more.
+			const newer = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(320) });
+			await put("a.pem", newer.combinedPem);
+			expect(served(await daemon.load(signal))).toEqual([`a ${newer.serial}`]);
+			expect((await store.get("sources/certs"))?.value).toEqual({ held: {} });
+			result = await createDirectorySource(config, deps(true, reader)).load(signal);
+			expect(served(result)).toEqual([`a ${newer.serial}`]);
+
+			// A removed file removes the certificate, held or not.
+			await put("a.pem", `${first.certPem}${other.keyPem}`);
+			expect(served(await daemon.load(signal))).toEqual([`a ${newer.serial}`]);
+			await unlink(join(dir, "a.pem"));
+			expect(served(await daemon.load(signal))).toEqual([]);
+			expect(served(await createDirectorySource(config, deps(true, reader)).load(signal))).toEqual([]);
+			expect(warnings).toEqual([]);
+		} finally {
+			store.close();
+			await rm(stateDir, { recursive: true, force: true });
+		}
 	});
 
 	it("serves an RSA and an ECDSA file for the same names side by side; two files of one key type compete with a true reason", async () => {
