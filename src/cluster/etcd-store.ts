@@ -1,6 +1,8 @@
 /**
  * The StateStore on etcd, for a cluster of certificatee members: record `<key>` lives at `<prefix>state/<key>`,
- * sealed with AES-256-GCM (encryption.ts) so etcd never holds a private key in the clear. A record's version is
+ * sealed with AES-256-GCM (encryption.ts) so etcd never holds a private key in the clear, and bound to the
+ * version it was written as: a value whose sealed version is not etcd's version of the key, or older than one
+ * this member has seen, was written by someone else (a rollback or a replay) and is refused. A record's version is
  * etcd's per-key `version` (1 on create, +1 per put); put() is one Txn `If(version == expected) Then(put)`, and a
  * fenced put also compares the create_revision of the fence key (the leader's election key, or a member's own
  * key) in the same Txn, so a deposed writer's late write changes nothing however long gRPC held it.
@@ -54,6 +56,9 @@ export function createEtcdStore(conn: EtcdConnection, options: EtcdStoreOptions)
 	const now = options.now ?? Date.now;
 	const watches = new Set<ActiveWatch>();
 	let fencedCount = 0;
+	// The highest version seen (read or written) per key: a value going back below it is a rollback.
+	const seen = new Map<string, number>();
+	const record = (key: string) => ({ prefix: conn.settings.prefix, key });
 
 	const location = (key: string) => `etcd:${conn.settings.prefix}${STATE}${key}`;
 
@@ -65,14 +70,49 @@ export function createEtcdStore(conn: EtcdConnection, options: EtcdStoreOptions)
 		}
 	}
 
-	function badValue(key: string, what: string): CertificateeError {
+	function badValue(key: string, what: string, hint?: string): CertificateeError {
 		return new CertificateeError("CLUSTER_BAD_VALUE", `state "${key}" at ${location(key)} ${what}`, {
 			context: { field: ENCRYPTION_KEY_FIELD, endpoint: conn.settings.endpoints.join(","), operation: "get" },
-			hint: `every member must use the same ${ENCRYPTION_KEY_FIELD} (or ${ENCRYPTION_KEY_ENV}): restore the key it was written with, or delete ${location(key)} to start over (certificatee rebuilds it, re-issuing if needed)`,
+			hint:
+				hint ??
+				`every member must use the same ${ENCRYPTION_KEY_FIELD} (or ${ENCRYPTION_KEY_ENV}): restore the key it was written with, or delete ${location(key)} to start over (certificatee rebuilds it, re-issuing if needed)`,
 		});
 	}
 
-	function decode(key: string, raw: Buffer): unknown {
+	function rolledBack(key: string, what: string): CertificateeError {
+		return badValue(
+			key,
+			`${what}: refused (a rollback or a replay of an older value by someone who can write etcd)`,
+			`find who writes to etcd besides the members and restore a good value, or delete ${location(key)} and restart the members to start over (certificatee rebuilds it, re-issuing if needed)`,
+		);
+	}
+
+	/** Refuses a value that etcd did not get from certificatee's own put at this version, or that went back. */
+	function checkVersion(key: string, seq: number | undefined, version: number): void {
+		const highest = seen.get(key);
+		if (seq === undefined) {
+			// Format 1, from before the upgrade: readable, unless this key was already seen in format 2.
+			if (highest !== undefined)
+				throw rolledBack(
+					key,
+					`holds a value in the old format (unversioned) after version ${highest} was seen`,
+				);
+			return;
+		}
+		if (seq !== version)
+			throw rolledBack(
+				key,
+				`holds a value sealed as version ${seq}, but etcd's version of the key is ${version}`,
+			);
+		if (highest !== undefined && seq < highest)
+			throw rolledBack(
+				key,
+				`went back to version ${seq} after version ${highest} was seen (deleted and written again)`,
+			);
+		seen.set(key, seq);
+	}
+
+	function decode(key: string, raw: Buffer, version: number): unknown {
 		let sealed: unknown;
 		try {
 			sealed = JSON.parse(raw.toString("utf8"));
@@ -80,8 +120,10 @@ export function createEtcdStore(conn: EtcdConnection, options: EtcdStoreOptions)
 			sealed = undefined;
 		}
 		if (!isSealed(sealed)) throw badValue(key, "is not a sealed certificatee record");
-		const plain = open(encryptionKey, key, sealed);
-		if (!plain) throw badValue(key, `cannot be decrypted with ${ENCRYPTION_KEY_FIELD}`);
+		const opened = open(encryptionKey, record(key), sealed);
+		if (!opened) throw badValue(key, `cannot be decrypted with ${ENCRYPTION_KEY_FIELD}`);
+		checkVersion(key, opened.seq, version);
+		const plain = opened.plain;
 		try {
 			return JSON.parse(plain.toString("utf8"));
 		} catch {
@@ -115,7 +157,12 @@ export function createEtcdStore(conn: EtcdConnection, options: EtcdStoreOptions)
 		const held = fence?.();
 		if (fence && !held) throw refusedByFence(key, undefined, undefined);
 		const body = JSON.stringify(
-			seal(encryptionKey, key, Buffer.from(JSON.stringify(value) ?? "null", "utf8")),
+			seal(
+				encryptionKey,
+				record(key),
+				expectedVersion + 1,
+				Buffer.from(JSON.stringify(value) ?? "null", "utf8"),
+			),
 		);
 		let txn = conn.kv.if(name, "Version", "==", expectedVersion);
 		if (held) txn = txn.and(held.key, "Create", "==", held.createRevision);
@@ -125,7 +172,11 @@ export function createEtcdStore(conn: EtcdConnection, options: EtcdStoreOptions)
 				.else(conn.kv.get(name), ...(held ? [conn.kv.get(held.key)] : []))
 				.commit(),
 		);
-		if (result.succeeded) return expectedVersion + 1;
+		if (result.succeeded) {
+			// The compare proved etcd's version: even after a deliberate delete, this is the record now.
+			seen.set(key, expectedVersion + 1);
+			return expectedVersion + 1;
+		}
 		if (held) {
 			const found = rangeOf(result.responses[1]);
 			if (found?.create_revision !== held.createRevision) throw refusedByFence(key, held, found);
@@ -143,7 +194,8 @@ export function createEtcdStore(conn: EtcdConnection, options: EtcdStoreOptions)
 		const name = `${STATE}${key}`;
 		const found = (await rpc(`get ${name}`, () => conn.kv.get(name).exec())).kvs[0];
 		if (!found) return undefined;
-		return { value: decode(key, found.value), version: Number(found.version) };
+		const version = Number(found.version);
+		return { value: decode(key, found.value, version), version };
 	}
 
 	async function list(prefix: string): Promise<string[]> {

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadEncryptionKey, open, parseEncryptionKey, seal } from "../../src/cluster/encryption.js";
 import { CertificateeError } from "../../src/errors.js";
+import { sealFormat1 } from "../harness/etcd.js";
 
 const dir = mkdtempSync(join(tmpdir(), "certificatee-cluster-key-"));
 const key = randomBytes(32);
@@ -88,18 +89,29 @@ describe("cluster/encryption", () => {
 		}
 	});
 
-	it("seals for one record name: opens with the same key and name only, and not once changed", () => {
+	it("seals for one record of one cluster at one version: opens with the same key, prefix, name and version only, and not once changed", () => {
 		const plain = Buffer.from('{"keyPem":"-----BEGIN PRIVATE KEY-----"}');
-		const sealed = seal(key, "certificates/a", plain);
-		expect(open(key, "certificates/a", sealed)).toEqual(plain);
-		expect(open(randomBytes(32), "certificates/a", sealed)).toBeUndefined();
-		expect(open(key, "certificates/b", sealed)).toBeUndefined();
+		const a = { prefix: "certificatee/", key: "certificates/a" };
+		const sealed = seal(key, a, 3, plain);
+		expect(sealed).toMatchObject({ v: 2, alg: "A256GCM", seq: 3 });
+		expect(open(key, a, sealed)).toEqual({ plain, seq: 3 });
+		expect(open(randomBytes(32), a, sealed)).toBeUndefined();
+		expect(open(key, { ...a, key: "certificates/b" }, sealed)).toBeUndefined();
+		expect(open(key, { ...a, prefix: "other-cluster/" }, sealed)).toBeUndefined();
+		// The version is authenticated: an older value relabelled as a newer version does not open.
+		expect(open(key, a, { ...sealed, seq: 4 })).toBeUndefined();
 		const data = Buffer.from(sealed.data, "base64");
 		data[0] = (data[0] ?? 0) ^ 1;
-		expect(open(key, "certificates/a", { ...sealed, data: data.toString("base64") })).toBeUndefined();
-		expect(open(key, "certificates/a", { ...sealed, nonce: "AAAA" })).toBeUndefined();
-		expect(
-			open(key, "certificates/a", { v: 2, alg: "A256GCM", nonce: sealed.nonce, data: sealed.data }),
-		).toBeUndefined();
+		expect(open(key, a, { ...sealed, data: data.toString("base64") })).toBeUndefined();
+		expect(open(key, a, { ...sealed, nonce: "AAAA" })).toBeUndefined();
+		expect(open(key, a, { v: 2, alg: "A256GCM", nonce: sealed.nonce, data: sealed.data })).toBeUndefined();
+		expect(open(key, a, { ...sealed, v: 3 })).toBeUndefined();
+	});
+
+	it("still opens format 1 (the state key as associated data), without a version", () => {
+		const plain = Buffer.from('{"a":1}');
+		const legacy = sealFormat1(key, "certificates/a", plain);
+		expect(open(key, { prefix: "p/", key: "certificates/a" }, legacy)).toEqual({ plain });
+		expect(open(key, { prefix: "p/", key: "certificates/b" }, legacy)).toBeUndefined();
 	});
 });

@@ -8,7 +8,7 @@ import { createEtcdStore, type EtcdStore } from "../../src/cluster/etcd-store.js
 import type { Fence } from "../../src/cluster/fence.js";
 import { openFileStore } from "../../src/store/file-store.js";
 import type { StateStore } from "../../src/store/types.js";
-import { type EtcdHandle, startEtcd } from "../harness/etcd.js";
+import { type EtcdHandle, sealFormat1, startEtcd } from "../harness/etcd.js";
 import { failure } from "../harness/failure.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
 import { startTcpProxy, type TcpProxy } from "../harness/tcp-proxy.js";
@@ -119,8 +119,8 @@ describe("cluster/etcd-store", () => {
 		expect(first).not.toContain("BEGIN");
 		expect(first).not.toContain("example.com");
 		const record = JSON.parse(first ?? "{}");
-		expect(Object.keys(record).sort()).toEqual(["alg", "data", "nonce", "v"]);
-		expect(record).toMatchObject({ v: 1, alg: "A256GCM" });
+		expect(Object.keys(record).sort()).toEqual(["alg", "data", "nonce", "seq", "v"]);
+		expect(record).toMatchObject({ v: 2, alg: "A256GCM", seq: 1 });
 		await store.put("certificates/example-com", { keyPem: pem, names: ["example.com"] }, 1);
 		const second = JSON.parse((await raw(conn, "sealed/state/certificates/example-com")) ?? "{}");
 		expect(second.nonce).not.toBe(record.nonce);
@@ -153,6 +153,61 @@ describe("cluster/etcd-store", () => {
 		expect(plain.message).toContain("not a sealed certificatee record");
 		expectNoKeyMaterial(plain.message, [pem]);
 		expect((await store.get("accounts/le"))?.value).toEqual({ keyPem: pem });
+	});
+
+	it("an older sealed value written again under its key (a rollback) is refused, also after a delete; a value copied to another cluster's prefix does not open", async () => {
+		const { conn, store } = open({ prefix: "rollback/" });
+		const name = "rollback/state/accounts/le";
+		await store.put("accounts/le", { keyPem: "old account key" }, 0);
+		const older = (await raw(conn, name)) ?? "";
+		await store.put("accounts/le", { keyPem: "rolled-over account key" }, 1);
+		expect((await store.get("accounts/le"))?.value).toEqual({ keyPem: "rolled-over account key" });
+
+		// Someone who can write etcd puts the older sealed value back: etcd's version is 3, the value says 1.
+		await conn.client.put(name).value(older);
+		const replayed = await failure(store.get("accounts/le"));
+		expect(replayed.code).toBe("CLUSTER_BAD_VALUE");
+		expect(replayed.message).toBe(
+			'state "accounts/le" at etcd:rollback/state/accounts/le holds a value sealed as version 1, but etcd\'s version of the key is 3: refused (a rollback or a replay of an older value by someone who can write etcd)',
+		);
+		expect(replayed.hint).toMatch(/find who writes to etcd besides the members/);
+		// Another member (no memory of this key) refuses it too: the version is in the sealed value.
+		const fresh = open({ prefix: "rollback/" });
+		expect((await failure(fresh.store.get("accounts/le"))).message).toMatch(
+			/sealed as version 1, but etcd's version of the key is 3/,
+		);
+
+		// Deleted and written again, the versions agree (1 and 1): a member that saw version 2 refuses it.
+		await conn.client.delete().key(name);
+		await conn.client.put(name).value(older);
+		expect((await failure(store.get("accounts/le"))).message).toMatch(
+			/went back to version 1 after version 2 was seen \(deleted and written again\)/,
+		);
+
+		// The prefix is bound: the same key in another cluster's prefix does not open.
+		const other = open({ prefix: "rollback-other/" });
+		await other.store.put("accounts/le", { keyPem: "x" }, 0);
+		await conn.client.put("rollback-other/state/accounts/le").value((await raw(conn, name)) ?? "");
+		expect((await failure(other.store.get("accounts/le"))).message).toMatch(/cannot be decrypted/);
+
+		// A member's own write after a deliberate delete is the record from then on.
+		await conn.client.delete().key(name);
+		expect(await store.put("accounts/le", { keyPem: "rebuilt" }, 0)).toBe(1);
+		expect((await store.get("accounts/le"))?.value).toEqual({ keyPem: "rebuilt" });
+	});
+
+	it("migration: a value sealed in format 1 (before the version was bound) is read, rewritten in format 2, and not accepted again once replaced", async () => {
+		const { conn, store } = open({ prefix: "migrate/" });
+		const name = "migrate/state/certificates/shop";
+		const legacy = JSON.stringify(sealFormat1(key, "certificates/shop", Buffer.from('{"serial":"01"}')));
+		await conn.client.put(name).value(legacy);
+		expect(await store.get("certificates/shop")).toEqual({ value: { serial: "01" }, version: 1 });
+		expect(await store.put("certificates/shop", { serial: "02" }, 1)).toBe(2);
+		expect(JSON.parse((await raw(conn, name)) ?? "{}")).toMatchObject({ v: 2, seq: 2 });
+		await conn.client.put(name).value(legacy);
+		expect((await failure(store.get("certificates/shop"))).message).toMatch(
+			/holds a value in the old format \(unversioned\) after version 2 was seen: refused/,
+		);
 	});
 
 	it("a fenced write lands only while the fence key keeps its create_revision; stale ones change nothing and are counted", async () => {

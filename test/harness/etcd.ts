@@ -8,6 +8,7 @@
  *   await etcd.kill(0);                          // SIGKILL one member (failover tests); etcd.restart(0) brings it back
  *   await etcd.stop();
  */
+import { createCipheriv, randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -140,5 +141,22 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdHandle> 
 				.map((m) => m.proc?.output() ?? "")
 				.join("\n"),
 		stop,
+	};
+}
+
+/**
+ * A value sealed the way certificatee did before issue 25 (format 1: the state key alone as associated data),
+ * for tests of the migration: members still read it, and write format 2 from then on.
+ */
+export function sealFormat1(key: Buffer, stateKey: string, plaintext: Buffer) {
+	const nonce = randomBytes(12);
+	const cipher = createCipheriv("aes-256-gcm", key, nonce, { authTagLength: 16 });
+	cipher.setAAD(Buffer.from(stateKey, "utf8"));
+	const data = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
+	return {
+		v: 1 as const,
+		alg: "A256GCM" as const,
+		nonce: nonce.toString("base64"),
+		data: data.toString("base64"),
 	};
 }
