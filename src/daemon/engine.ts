@@ -250,6 +250,7 @@ function renewalView(s: CertificateStatus): RenewalView {
 	return {
 		certificate: s.name,
 		nextRenewal: new Date(s.nextRenewalAt),
+		retryIntervalMs: s.retryIntervalMs,
 		breakerOpen: s.breakerOpen,
 		forcedRenewals: s.forcedRenewals,
 	};

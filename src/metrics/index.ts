@@ -18,6 +18,8 @@ import { type StatusSummary, statusSummary } from "./status-view.js";
 export interface RenewalView {
 	certificate: string;
 	nextRenewal?: Date;
+	/** The longest wait between two attempts after failures, for its lifetime (renewal/policy.ts). */
+	retryIntervalMs?: number;
 	breakerOpen: boolean;
 	/** Orders forced by an operator (`certificatee renew --force`, `revoke`), kept in the renewal state. */
 	forcedRenewals?: number;
@@ -112,6 +114,15 @@ export function createMetrics(): Metrics {
 		["certificate"],
 		(g) => {
 			for (const c of last?.certificates ?? []) g.set({ certificate: c.name }, seconds(c.notAfter));
+		},
+	);
+	gauge(
+		"certificatee_certificate_lifetime_seconds",
+		"Lifetime (notAfter - notBefore) of each desired certificate; the expiry alerts scale with it.",
+		["certificate"],
+		(g) => {
+			for (const c of last?.certificates ?? [])
+				g.set({ certificate: c.name }, seconds(c.notAfter) - seconds(c.notBefore));
 		},
 	);
 	gauge(
@@ -235,6 +246,15 @@ export function createMetrics(): Metrics {
 		(g) => {
 			for (const r of renewals)
 				if (r.nextRenewal) g.set({ certificate: r.certificate }, seconds(r.nextRenewal));
+		},
+	);
+	gauge(
+		"certificatee_renewal_retry_interval_seconds",
+		"The longest wait between two renewal attempts after failures: 1 h, or 1/100 of a shorter lifetime.",
+		["certificate"],
+		(g) => {
+			for (const r of renewals)
+				if (r.retryIntervalMs !== undefined) g.set({ certificate: r.certificate }, r.retryIntervalMs / 1000);
 		},
 	);
 	gauge(

@@ -30,6 +30,7 @@ import {
 	type RenewalDecision,
 	type RenewalPolicyConfig,
 	renewAt,
+	retryIntervalMs,
 } from "./policy.js";
 import type { CertificateSpec, RenewalSettings } from "./schema.js";
 
@@ -83,6 +84,8 @@ export interface CertificateStatus {
 	notAfter?: string;
 	/** The ACME profile the certificate in service was issued under, when one was ordered. */
 	profile?: string;
+	/** The longest wait between two attempts after failures, for the certificate's lifetime (policy.ts). */
+	retryIntervalMs: number;
 	/** When the policy will next order (the decision's time), ISO. */
 	nextRenewalAt: string;
 	decision: { action: RenewalDecision["action"]; reason: string; message: string };
@@ -140,6 +143,7 @@ async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRu
 				domains: spec.domains,
 				ordered: false,
 				nextRenewalAt: retryAt.toISOString(),
+				retryIntervalMs: retryIntervalMs(),
 				decision: { action: "wait", reason: "Error", message: error.message },
 				failures: 0,
 				forcedRenewals: 0,
@@ -429,6 +433,9 @@ function status(
 		...(ordered ? { orderedBecause: { reason: ordered.reason, message: ordered.message } } : {}),
 		...(bundle ? { serial: bundle.leaf.serial, notAfter: bundle.leaf.notAfter.toISOString() } : {}),
 		nextRenewalAt: decision.at.toISOString(),
+		retryIntervalMs: retryIntervalMs(
+			bundle ? bundle.leaf.notAfter.getTime() - bundle.leaf.notBefore.getTime() : undefined,
+		),
 		decision: { action: decision.action, reason: decision.reason, message: decision.message },
 		failures: state.failures,
 		forcedRenewals: state.forcedRenewals ?? 0,

@@ -11,6 +11,12 @@ const DAY = 24 * HOUR;
 
 export const POLICY_DEFAULTS = {
 	renewFraction: 1 / 3,
+	/** Lifetimes under this (Let's Encrypt's `shortlived`, 160 h) renew at shortRenewFraction instead. */
+	shortLifetimeMs: 10 * DAY,
+	/** Renew at half of a short lifetime (without ARI or a configured window), as Let's Encrypt advises. */
+	shortRenewFraction: 1 / 2,
+	/** The backoff cap is at most this share of the lifetime (and at least backoffInitialMs). */
+	backoffLifetimeShare: 1 / 100,
 	backoffInitialMs: MINUTE,
 	/** Transient failures double up to this; a permanent one (needs a human) waits this long at once. */
 	backoffMaxMs: HOUR,
@@ -85,7 +91,7 @@ export function renewAt(
 		return { at: new Date(start + Math.floor(j * (end - start))), reason: "AriWindow" };
 	}
 	const before = Math.min(
-		config.renewBeforeMs ?? lifetime * (config.renewFraction ?? POLICY_DEFAULTS.renewFraction),
+		config.renewBeforeMs ?? lifetime * (config.renewFraction ?? defaultRenewFraction(lifetime)),
 		lifetime,
 	);
 	const windowStart = current.notAfter.getTime() - before;
@@ -95,11 +101,29 @@ export function renewAt(
 	};
 }
 
-/** 1 min after the first failure, doubling, at most 1 h. */
-export function backoffMs(failures: number): number {
+/** The share of the lifetime left at which renewal starts by default: 1/3, or 1/2 under 10 days. */
+export function defaultRenewFraction(lifetimeMs: number): number {
+	return lifetimeMs < POLICY_DEFAULTS.shortLifetimeMs
+		? POLICY_DEFAULTS.shortRenewFraction
+		: POLICY_DEFAULTS.renewFraction;
+}
+
+/**
+ * The longest wait between two attempts after failures (the backoff cap, and the wait after a permanent
+ * failure): 1 h, or 1/100 of a shorter lifetime, never under 1 min. A 6-day certificate waits at most 1 h, a
+ * 1-day one 14.4 min; the emergency floor (1/20 of the lifetime) is then at least five such waits.
+ */
+export function retryIntervalMs(lifetimeMs?: number): number {
+	if (lifetimeMs === undefined) return POLICY_DEFAULTS.backoffMaxMs;
+	const share = Math.floor(lifetimeMs * POLICY_DEFAULTS.backoffLifetimeShare);
+	return Math.min(POLICY_DEFAULTS.backoffMaxMs, Math.max(POLICY_DEFAULTS.backoffInitialMs, share));
+}
+
+/** 1 min after the first failure, doubling, at most retryIntervalMs(lifetime) (1 h for lifetimes of 100 h or more). */
+export function backoffMs(failures: number, lifetimeMs?: number): number {
 	if (failures <= 0) return 0;
 	const exp = Math.min(failures - 1, 30);
-	return Math.min(POLICY_DEFAULTS.backoffInitialMs * 2 ** exp, POLICY_DEFAULTS.backoffMaxMs);
+	return Math.min(POLICY_DEFAULTS.backoffInitialMs * 2 ** exp, retryIntervalMs(lifetimeMs));
 }
 
 function breaker(input: RenewalPolicyInput): RenewalDecision | undefined {
@@ -168,7 +192,10 @@ export function decideRenewal(input: RenewalPolicyInput): RenewalDecision {
 		};
 	}
 	if (input.failures > 0 && input.lastFailureAt) {
-		const wait = input.lastFailurePermanent ? POLICY_DEFAULTS.backoffMaxMs : backoffMs(input.failures);
+		const lifetime = input.current
+			? input.current.notAfter.getTime() - input.current.notBefore.getTime()
+			: undefined;
+		const wait = input.lastFailurePermanent ? retryIntervalMs(lifetime) : backoffMs(input.failures, lifetime);
 		const retryAt = new Date(input.lastFailureAt.getTime() + wait);
 		if (retryAt.getTime() > input.now.getTime()) {
 			return {

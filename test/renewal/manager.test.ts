@@ -85,10 +85,11 @@ describe("renewal/manager", () => {
 		expect(first.problems).toEqual([]);
 		expect(statusOf(first).orderedBecause?.reason).toBe("NotIssued");
 		expect(first.certificates.map((c) => c.names)).toEqual([["web.test", "www.web.test"], ["api.test"]]);
-		// 1-day lifetime: window opens 16 h in; the stored jitter (0.5 or 0.25) moves it by up to 8h/3.
+		// 1-day lifetime (under 10 days: renewed at half): the window opens 12 h in; the stored jitter (0.5 or
+		// 0.25) moves it by up to 12h/3.
 		const next = Date.parse(statusOf(first).nextRenewalAt);
-		expect(next).toBeGreaterThanOrEqual(at(16 * HOUR).getTime());
-		expect(next).toBeLessThan(at(16 * HOUR + (8 * HOUR) / 3).getTime());
+		expect(next).toBeGreaterThanOrEqual(at(12 * HOUR).getTime());
+		expect(next).toBeLessThan(at(12 * HOUR + (12 * HOUR) / 3).getTime());
 		const earliest = Math.min(...first.statuses.map((s) => Date.parse(s.nextRenewalAt)));
 		expect(earliestRenewal(first.statuses)?.getTime()).toBe(earliest);
 		expect(earliestRenewal([])).toBeUndefined();
@@ -118,6 +119,44 @@ describe("renewal/manager", () => {
 			join(dir, "leaf.pem"),
 		]);
 		expect(stdout).toContain(": OK");
+	});
+
+	it("a 6-day certificate: renewed at half its lifetime; with its CA down, retried at least hourly, in time", async () => {
+		const six = certificateSpecSchema.parse({
+			name: "web",
+			domains: ["web.test"],
+			issuer: "local",
+			lifetime: "6d",
+		});
+		const good = localCa();
+		const first = await cycle(deps(good, [six]), t0);
+		const DAY = 24 * HOUR;
+		const notAfter = Date.parse(statusOf(first).notAfter ?? "");
+		const due = Date.parse(statusOf(first).nextRenewalAt);
+		// Half of 6 days left, plus the jitter's share (up to a third of the window).
+		expect(notAfter - due).toBeLessThanOrEqual(3 * DAY);
+		expect(notAfter - due).toBeGreaterThanOrEqual(2 * DAY);
+		expect(statusOf(first).retryIntervalMs).toBe(HOUR);
+
+		await writeFile(join(dir, "blocked"), "not a directory");
+		const broken = localCa(join(dir, "blocked", "state"));
+		// The daemon wakes at each nextRenewalAt: follow it until the CA comes back, 2 days after the due time.
+		let when = new Date(due);
+		let report = await cycle(deps(broken, [six]), when);
+		const gaps: number[] = [];
+		while (when.getTime() < due + 2 * DAY) {
+			const next = Date.parse(statusOf(report).nextRenewalAt);
+			gaps.push(next - when.getTime());
+			when = new Date(Math.max(next, when.getTime() + MIN));
+			report = await cycle(deps(broken, [six]), when);
+		}
+		expect(statusOf(report).failures).toBeGreaterThan(40);
+		expect(Math.max(...gaps)).toBeLessThanOrEqual(HOUR);
+		expect(serialOf(report)).toBe(serialOf(first));
+		const back = await cycle(deps(good, [six]), new Date(Date.parse(statusOf(report).nextRenewalAt)));
+		expect(statusOf(back)).toMatchObject({ ordered: true, failures: 0, state: "issued" });
+		expect(serialOf(back)).not.toBe(serialOf(first));
+		expect(now.getTime()).toBeLessThan(notAfter);
 	});
 
 	it("backs off after failures (which the daily cap does not count) and keeps the current certificate desired", async () => {

@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { backoffMs, decideRenewal, type RenewalPolicyInput, renewAt } from "../../src/renewal/policy.js";
+import {
+	backoffMs,
+	decideRenewal,
+	type RenewalPolicyInput,
+	renewAt,
+	retryIntervalMs,
+} from "../../src/renewal/policy.js";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -187,7 +193,7 @@ describe("renewal/policy", () => {
 	});
 
 	it("backoff doubles from 1 min to 1 h", () => {
-		expect([0, 1, 2, 3, 4, 6, 7, 50].map(backoffMs)).toEqual([
+		expect([0, 1, 2, 3, 4, 6, 7, 50].map((n) => backoffMs(n))).toEqual([
 			0,
 			MIN,
 			2 * MIN,
@@ -205,5 +211,63 @@ describe("renewal/policy", () => {
 			expect(r).toBeGreaterThanOrEqual(at(60 * DAY).getTime());
 			expect(r).toBeLessThan(at(90 * DAY).getTime());
 		}
+	});
+
+	describe("lifetimes of days", () => {
+		/** A 6-day certificate issued at t0 (under 10 days: renewed at half of its lifetime). */
+		const cert6 = { notBefore: t0, notAfter: at(6 * DAY) };
+		const short: RenewalPolicyInput = { now: at(DAY), current: cert6, jitter: 0, failures: 0, orders: [] };
+
+		it("renews at half of a lifetime under 10 days, at a third from 10 days on", () => {
+			expect(renewAt(cert6, 0).at).toEqual(at(3 * DAY));
+			// The jitter spreads it over the first third of the window (3 d): up to day 4.
+			expect(renewAt(cert6, 0.999_999).at.getTime()).toBeLessThanOrEqual(at(4 * DAY).getTime());
+			expect(renewAt({ notBefore: t0, notAfter: at(160 * HOUR) }, 0).at).toEqual(at(80 * HOUR));
+			expect(renewAt({ notBefore: t0, notAfter: at(10 * DAY) }, 0).at.getTime()).toBe(
+				at(10 * DAY - (10 * DAY) / 3).getTime(),
+			);
+			// A configured window still wins.
+			expect(renewAt(cert6, 0, { renewBeforeMs: DAY }).at).toEqual(at(5 * DAY));
+			expect(decideRenewal({ ...short, now: at(2 * DAY) })).toMatchObject({
+				action: "wait",
+				at: at(3 * DAY),
+			});
+		});
+
+		it("caps the backoff at 1/100 of the lifetime, between 1 min and 1 h", () => {
+			expect(retryIntervalMs(6 * DAY)).toBe(HOUR);
+			expect(retryIntervalMs(DAY)).toBe(14.4 * MIN);
+			expect(retryIntervalMs(90_000)).toBe(MIN);
+			expect(retryIntervalMs(undefined)).toBe(HOUR);
+			expect(backoffMs(50, DAY)).toBe(14.4 * MIN);
+		});
+
+		it("a failing 6-day certificate never waits more than 1 h, and orders at once inside the floor", () => {
+			// Every failure from renewAt on, one after the other: no wait is ever longer than the cap.
+			let now = at(3 * DAY);
+			let failures = 0;
+			const waits: number[] = [];
+			while (now.getTime() < cert6.notAfter.getTime()) {
+				const d = decideRenewal({ ...short, now, failures, lastFailureAt: now });
+				if (d.action === "breaker-open") throw new Error("the breaker counts successes only");
+				if (d.reason === "Emergency") break;
+				waits.push(d.at.getTime() - now.getTime());
+				failures += 1;
+				now = d.at.getTime() > now.getTime() ? d.at : new Date(now.getTime() + MIN);
+			}
+			expect(Math.max(...waits)).toBe(HOUR);
+			// The emergency floor is 1/20 of the lifetime (7.2 h): reached with time for seven more attempts.
+			expect(cert6.notAfter.getTime() - now.getTime()).toBeLessThanOrEqual(7.2 * HOUR);
+			expect(cert6.notAfter.getTime() - now.getTime()).toBeGreaterThan(6 * HOUR);
+			// A permanent failure waits the cap too, not a day.
+			const permanent = decideRenewal({
+				...short,
+				now: at(3 * DAY),
+				failures: 1,
+				lastFailureAt: at(3 * DAY),
+				lastFailurePermanent: true,
+			});
+			expect(permanent).toMatchObject({ action: "wait", reason: "Backoff", at: at(3 * DAY + HOUR) });
+		});
 	});
 });

@@ -149,5 +149,12 @@ describe("ACME profiles", () => {
 		expect((await readCertificateRecord(store, "edge"))?.value.history[0]?.profile).toBe("shortlived");
 		const again = await runRenewal(deps, { now: new Date(), random: () => 0.5, signal: signal() });
 		expect(again.statuses[0]).toMatchObject({ ordered: false, profile: "shortlived" });
+		// 160 h without ARI: the window opens at half of the lifetime (a lifetime under 10 days), the jitter
+		// (0.5) moves renewAt by up to a third of it; a 1/3 window would leave at most 53 h.
+		const notAfter = Date.parse(again.statuses[0]?.notAfter ?? "");
+		const next = Date.parse(again.statuses[0]?.nextRenewalAt ?? "");
+		const lifetime = SHORTLIVED_SECONDS * 1000;
+		expect(notAfter - next).toBeLessThanOrEqual(lifetime / 2);
+		expect(notAfter - next).toBeGreaterThan(lifetime / 3 + 60_000);
 	}, 60_000);
 });
