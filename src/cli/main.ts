@@ -15,6 +15,7 @@ const load = {
 	demo: () => import("./commands/demo.js"),
 	health: () => import("./commands/health.js"),
 	renew: () => import("./commands/renew.js"),
+	replace: () => import("./commands/replace.js"),
 	run: () => import("./commands/run.js"),
 	validate: () => import("./commands/validate.js"),
 };
@@ -168,6 +169,33 @@ export function buildProgram(
 				async (ctx) =>
 					(await load.renew()).renewCommand(ctx, name, {
 						force: opts.force === true,
+						...(typeof opts.wait === "string" ? { wait: opts.wait } : {}),
+					}),
+				opts,
+			),
+		);
+	program
+		.command("replace")
+		.description(
+			"serve and push a deliberate replacement that expires earlier (a key compromise, a CA change): lifts never-downgrade for that certificate, logged as an audit line",
+		)
+		.argument("<name>", "the certificate: a directory source's file stem or a certificates[].name")
+		.option(
+			"--file <file>",
+			"PEM file holding the replacement certificate (default: the certificate's source file, or its newest issued one)",
+		)
+		.option("--reason <text>", "why (required; it goes into the audit line and status)")
+		.option(
+			"--wait <duration>",
+			"with the daemon running: how long to wait for it to serve the replacement",
+			"10m",
+		)
+		.action((name: string, opts: Record<string, unknown>) =>
+			run(
+				async (ctx) =>
+					(await load.replace()).replaceCommand(ctx, name, {
+						...(typeof opts.file === "string" ? { file: opts.file } : {}),
+						...(typeof opts.reason === "string" ? { reason: opts.reason } : {}),
 						...(typeof opts.wait === "string" ? { wait: opts.wait } : {}),
 					}),
 				opts,

@@ -218,6 +218,17 @@ export function renderStatus(full: CycleReport, style: Styler, options: StatusOp
 			if (c.lastError?.hint) why.push(`  hint: ${c.lastError.hint}`);
 			if (c.nextAttempt) why.push(`  next attempt ${c.nextAttempt}`);
 		}
+		if (c.replacement) {
+			const was = c.replacement.replaces
+				? ` of serial ${c.replacement.replaces.serial} (expires ${c.replacement.replaces.notAfter})`
+				: "";
+			why.push(
+				style.paint({
+					text: `${c.name}: deliberate replacement${was} by ${c.replacement.by} at ${c.replacement.requestedAt}: ${c.replacement.reason}`,
+					colour: "cyan",
+				}),
+			);
+		}
 		for (const p of c.problems ?? []) {
 			why.push(style.paint({ text: `${c.name}: ${p.code}: ${p.message}`, colour: "yellow" }));
 			if (p.hint) why.push(`  hint: ${p.hint}`);

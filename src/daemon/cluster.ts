@@ -40,7 +40,7 @@ export interface ClusterRuntime {
 	 * certificate transaction per process, and two writers in it abort or even cross each other's writes.
 	 */
 	owns(target: string, endpoint: string): boolean;
-	/** Wakes the loop when a certificate or renewal request changes in etcd, or leadership or members change. */
+	/** Wakes the loop when a certificate, renewal request or deliberate replacement changes in etcd, or leadership or members change. */
 	watch(wake: () => void): () => void;
 	view(endpoints: ReadonlyArray<{ target: string; endpoint: string }>): ClusterView;
 	close(): Promise<void>;
@@ -99,6 +99,7 @@ export async function startCluster(config: ClusterConfig, log: Logger): Promise<
 			const stops = [
 				store.watch("certificates/", wake),
 				store.watch("renewal/", wake),
+				store.watch("replacements/", wake),
 				leadership.onChange(wake),
 				session.onChange(wake),
 				...(membership ? [membership.onChange(wake)] : []),

@@ -21,6 +21,7 @@ import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/reg
 import { type ClusterReader, type ClusterRuntime, openClusterReader, startCluster } from "./cluster.js";
 import type { Engine } from "./loop.js";
 import { openRequestDesk, type RequestDesk } from "./requests.js";
+import { REPLACEMENT_IN_EFFECT } from "./summary.js";
 
 export interface EngineOptions {
 	log: Logger;
@@ -148,6 +149,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	const load = createDesiredLoader(
 		{
 			sources,
+			replacements: shared(store, cluster, reader),
 			renewal: {
 				store: shared(store, cluster, reader),
 				issuers,
@@ -165,12 +167,34 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	let statuses: CertificateStatus[] = [];
 	const directories = config.targets.flatMap((t) => (t.type === "directory" ? [t] : []));
 	const reported = new Set<string>();
+	// Deliberate replacements logged (once each: certificate and fingerprint).
+	const replacing = new Set<string>();
 	const loadDesired = async (signal: AbortSignal): Promise<DesiredSet> => {
 		// Nothing is pushed that was not read from etcd under a valid lease: the whole cycle waits instead.
 		if (cluster?.blocked()) await cluster.settled(2 * (config.cluster?.etcd.deadline ?? 2000));
 		const blocked = cluster?.blocked();
 		if (blocked) throw blocked;
 		const loaded = await load(signal);
+		for (const c of loaded.certificates) {
+			const key = `${c.name} ${c.bundle.leaf.fingerprint}`;
+			if (!c.replacement || replacing.has(key)) continue;
+			replacing.add(key);
+			options.log.info(
+				{
+					audit: "replacement",
+					certificate: c.name,
+					by: c.replacement.by,
+					reason: c.replacement.reason,
+					requestedAt: c.replacement.requestedAt,
+					...(c.replacement.replaces
+						? { oldSerial: c.replacement.replaces.serial, oldNotAfter: c.replacement.replaces.notAfter }
+						: {}),
+					newSerial: c.bundle.leaf.serial,
+					newNotAfter: c.bundle.leaf.notAfter.toISOString(),
+				},
+				REPLACEMENT_IN_EFFECT,
+			);
+		}
 		const unreachable = config.cluster ? clusterUnreachable(loaded.renewal) : undefined;
 		if (unreachable) throw unreachable;
 		statuses = loaded.renewal;

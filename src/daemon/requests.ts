@@ -8,6 +8,7 @@ import type { Logger } from "../log.js";
 import { type CycleReport, certificateOnEndpoint } from "../reconcile/report.js";
 import { requestRenewal, revokeLatest } from "../renewal/request.js";
 import { type Issuer, REVOCATION_REASONS, type RevocationReason } from "../sources/types.js";
+import { writeReplacement } from "../store/records.js";
 import {
 	announceDaemon,
 	type OperatorRequest,
@@ -18,6 +19,7 @@ import {
 	writeAnswer,
 } from "../store/requests.js";
 import type { StateStore } from "../store/types.js";
+import { REPLACEMENT_RECORDED, replacementAudit } from "./summary.js";
 
 export interface RequestDeskDeps {
 	stateDir: string;
@@ -115,6 +117,16 @@ export async function openRequestDesk(deps: RequestDeskDeps): Promise<RequestDes
 
 async function apply(deps: RequestDeskDeps, request: OperatorRequest, signal: AbortSignal): Promise<void> {
 	const name = request.certificate;
+	if (request.kind === "replace") {
+		if (request.replacement?.certificate !== name) {
+			throw new CertificateeError("CONFIG_INVALID", `replace request for "${name}" without its replacement`, {
+				context: { certificate: name },
+			});
+		}
+		await writeReplacement(deps.store, request.replacement);
+		deps.log.info(replacementAudit(request.replacement), REPLACEMENT_RECORDED);
+		return;
+	}
 	if (!deps.certificates.includes(name)) {
 		throw new CertificateeError("CONFIG_INVALID", `the running daemon has no certificate named "${name}"`, {
 			context: { certificate: name, field: "certificates" },
@@ -166,6 +178,7 @@ export function answerFor(
 			error: { code, message, hint: "the daemon orders it at its next cycle; certificatee status shows it" },
 		};
 	}
+	if (request.kind === "replace") return answerForReplacement(request, base, end.report);
 	const renewal = end.report.renewals?.find((r) => r.certificate === request.certificate);
 	if (!renewal?.order) {
 		const message = `not ordered: ${renewal?.message ?? "the certificate is not in the cycle's renewals"}`;
@@ -180,20 +193,7 @@ export function answerFor(
 			error: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
 		};
 	}
-	const endpoints = end.report.targets.flatMap((t) =>
-		t.endpoints.flatMap((e) => {
-			const on = certificateOnEndpoint(e, request.certificate);
-			if (on === undefined) return [];
-			return [
-				{
-					target: t.target,
-					endpoint: e.endpoint,
-					converged: on.converged,
-					...(on.reason ? { reason: on.reason } : {}),
-				},
-			];
-		}),
-	);
+	const endpoints = endpointsOf(end.report, request.certificate);
 	const serial = renewal.serial ? { serial: renewal.serial } : {};
 	const behind = endpoints.filter((e) => !e.converged);
 	const where = `${endpoints.length - behind.length}/${endpoints.length} endpoint${endpoints.length === 1 ? "" : "s"}`;
@@ -207,6 +207,78 @@ export function answerFor(
 		};
 	}
 	const message = `serial ${renewal.serial ?? "?"} ordered, served on ${where}: ${behind.map((e) => `${e.endpoint}: ${e.reason ?? "not converged"}`).join("; ")}`;
+	return {
+		...base,
+		...serial,
+		state: "failed",
+		endpoints,
+		message,
+		error: {
+			code: "NOT_AVAILABLE",
+			message,
+			hint: "the daemon keeps pushing it every cycle; certificatee status shows each endpoint",
+		},
+	};
+}
+
+/** Per endpoint that carries the certificate: converged, or why not. */
+function endpointsOf(report: CycleReport, certificate: string): NonNullable<RequestAnswer["endpoints"]> {
+	return report.targets.flatMap((t) =>
+		t.endpoints.flatMap((e) => {
+			const on = certificateOnEndpoint(e, certificate);
+			if (on === undefined) return [];
+			return [
+				{
+					target: t.target,
+					endpoint: e.endpoint,
+					converged: on.converged,
+					...(on.reason ? { reason: on.reason } : {}),
+				},
+			];
+		}),
+	);
+}
+
+/**
+ * A deliberate replacement is `served` once the cycle's desired certificate is the replacement and every endpoint
+ * that carries it converged; else `failed`, saying why (its source does not serve it, or where it stopped).
+ */
+function answerForReplacement(
+	request: OperatorRequest,
+	base: Pick<RequestAnswer, "id" | "takenAt" | "at" | "pid">,
+	report: CycleReport,
+): RequestAnswer {
+	const want = request.replacement;
+	const desired = report.certificates.find((c) => c.name === request.certificate);
+	const serial = want ? { serial: want.serial } : {};
+	if (!want || desired?.serial !== want.serial) {
+		const message = desired
+			? `the desired certificate of "${request.certificate}" is serial ${desired.serial}, not the replacement (serial ${want?.serial ?? "?"}): its source does not hold it`
+			: `no source serves "${request.certificate}" this cycle`;
+		return {
+			...base,
+			...serial,
+			state: "failed",
+			message,
+			error: {
+				code: "NOT_AVAILABLE",
+				message,
+				hint: "put the replacement in the certificate's source file (the record stays: it is honoured as soon as the source holds it)",
+			},
+		};
+	}
+	const endpoints = endpointsOf(report, request.certificate);
+	const behind = endpoints.filter((e) => !e.converged);
+	const where = `${endpoints.length - behind.length}/${endpoints.length} endpoint${endpoints.length === 1 ? "" : "s"}`;
+	if (behind.length === 0)
+		return {
+			...base,
+			...serial,
+			state: "served",
+			endpoints,
+			message: `serial ${want.serial} served on ${where}`,
+		};
+	const message = `serial ${want.serial} served on ${where}: ${behind.map((e) => `${e.endpoint}: ${e.reason ?? "not converged"}`).join("; ")}`;
 	return {
 		...base,
 		...serial,

@@ -1,5 +1,6 @@
 import type { AuditEvent } from "../reconcile/audit.js";
 import { type CycleReport, cycleOutcome, stepCounts } from "../reconcile/report.js";
+import type { Replacement } from "../store/records.js";
 
 /** One log line's worth of a cycle; the words come from the report's one definition (cycleOutcome, stepCounts). */
 export function summarise(report: CycleReport): {
@@ -35,4 +36,23 @@ export function auditLines(report: CycleReport): Array<{ fields: AuditEvent; mes
 	return report.targets.flatMap((t) =>
 		t.endpoints.flatMap((e) => (e.audit ?? []).map((a) => ({ fields: a, message: AUDIT_MESSAGE[a.event] }))),
 	);
+}
+
+/** The audit line of a deliberate replacement (`certificatee replace`): who, what, the old and new serial, why. */
+export const REPLACEMENT_RECORDED = "deliberate replacement recorded";
+export const REPLACEMENT_IN_EFFECT =
+	"deliberate replacement in effect: never-downgrade lifted for this certificate";
+
+export function replacementAudit(r: Replacement): Record<string, unknown> {
+	return {
+		audit: "replacement",
+		certificate: r.certificate,
+		by: r.by,
+		reason: r.reason,
+		requestedAt: r.requestedAt,
+		...(r.replaces ? { oldSerial: r.replaces.serial, oldNotAfter: r.replaces.notAfter } : {}),
+		newSerial: r.serial,
+		newNotAfter: r.notAfter,
+		...(r.file ? { file: r.file } : {}),
+	};
 }

@@ -3,13 +3,17 @@
  * what is due first, unless `order` is false as in `plan`). A name served twice keeps its first provider
  * (sources in config order, then certificates[]) and the other is reported. No source's failure stops the rest.
  */
-import { CertificateeError, describeError } from "../errors.js";
+import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
 import type { DesiredCertificate, DesiredSet, RenewalView, SourceProblem } from "../reconcile/model.js";
 import { type CertificateStatus, type RenewalDeps, runRenewal } from "../renewal/manager.js";
 import type { Source, SourceResult } from "../sources/types.js";
+import { type Replacement, readReplacements } from "../store/records.js";
+import type { StateStore } from "../store/types.js";
 
 export interface DesiredLoaderDeps {
 	sources: readonly Source[];
+	/** Where deliberate replacements are recorded (`certificatee replace`): each one marks its certificate. */
+	replacements?: StateStore;
 	renewal?: RenewalDeps;
 	now: () => Date;
 	random?: () => number;
@@ -55,13 +59,47 @@ export function createDesiredLoader(
 			});
 		}
 		const statuses = renewal?.statuses ?? [];
+		const certificates = deps.replacements
+			? await markReplacements([...byName.values()], deps.replacements, problems)
+			: [...byName.values()];
 		return {
-			certificates: [...byName.values()],
+			certificates,
 			problems,
 			renewal: statuses,
 			...(deps.renewal ? { renewals: statuses.map(renewalView) } : {}),
 		};
 	};
+}
+
+/** Each certificate an operator chose as a deliberate replacement (the same fingerprint) carries it. */
+async function markReplacements(
+	certificates: DesiredCertificate[],
+	store: StateStore,
+	problems: SourceProblem[],
+): Promise<DesiredCertificate[]> {
+	let replacements: Map<string, Replacement>;
+	try {
+		replacements = await readReplacements(store);
+	} catch (e) {
+		const error = isCertificateeError(e)
+			? e
+			: new CertificateeError("STATE_CORRUPT", `deliberate replacements unreadable: ${describeError(e)}`);
+		problems.push({ subject: "replacements", error });
+		return certificates;
+	}
+	return certificates.map((c) => {
+		const r = replacements.get(c.name);
+		if (r === undefined || r.fingerprint !== c.bundle.leaf.fingerprint) return c;
+		return {
+			...c,
+			replacement: {
+				reason: r.reason,
+				by: r.by,
+				requestedAt: r.requestedAt,
+				...(r.replaces ? { replaces: r.replaces } : {}),
+			},
+		};
+	});
 }
 
 async function loadSafely(source: Source, signal: AbortSignal): Promise<SourceResult> {

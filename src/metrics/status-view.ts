@@ -4,6 +4,7 @@
  * daemon's fleet page (/ and /status.json) render it. Pure.
  */
 
+import type { ReplacementView } from "../reconcile/model.js";
 import {
 	absentCertificates,
 	type CycleReport,
@@ -45,6 +46,8 @@ export interface CertificateStatusView {
 	 * the certificate served. The certificate shown is still the desired one (the last valid, held by the source).
 	 */
 	problems?: Array<{ code: string; file: string; message: string; hint?: string }>;
+	/** An operator's deliberate replacement (`certificatee replace`): who, when, why, and what it replaced. */
+	replacement?: ReplacementView;
 	/** When certificatee next orders it (ISO). */
 	nextAttempt?: string;
 	/** Kept for compatibility: the same as nextAttempt. */

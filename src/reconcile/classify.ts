@@ -203,12 +203,14 @@ function classifyCanonical(
 	// writer left storage ahead): it follows the file, which a reload would serve anyway, so nothing is refused.
 	if (!stale.includes("storage") && !missingSides.includes("storage"))
 		return { class: "stale", ref, certificate, sides: stale, missingSides };
-	const downgrade = policy.neverDowngrade
-		? downgradeRefusal(
-				stale.map((side) => observed[side]),
-				desired.bundle.leaf,
-			)
-		: undefined;
+	// An operator's deliberate replacement (a key compromise, a CA change) goes out over a later expiry.
+	const downgrade =
+		policy.neverDowngrade && desired.replacement === undefined
+			? downgradeRefusal(
+					stale.map((side) => observed[side]),
+					desired.bundle.leaf,
+				)
+			: undefined;
 	if (downgrade !== undefined)
 		return { class: "refused", ref, certificate, code: "UPDATE_WOULD_DOWNGRADE", why: downgrade };
 	if (!policy.allowNameRemoval) {

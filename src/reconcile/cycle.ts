@@ -55,6 +55,7 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, caller: AbortSi
 			serial: c.bundle.leaf.serial,
 			notBefore: c.bundle.leaf.notBefore.toISOString(),
 			notAfter: c.bundle.leaf.notAfter.toISOString(),
+			...(c.replacement ? { replacement: c.replacement } : {}),
 		})),
 		// A failed order is reported with its certificate's renewal, not as a source problem.
 		sourceProblems: desired.problems

@@ -22,6 +22,20 @@ export interface DesiredCertificate {
 	bundle: Bundle;
 	/** Where it came from, for reports: "source files: /etc/certs/example.pem". */
 	origin: string;
+	/**
+	 * An operator chose this very certificate as a deliberate replacement (`certificatee replace`): never-downgrade
+	 * does not hold it back from replacing a live certificate that expires later.
+	 */
+	replacement?: ReplacementView;
+}
+
+/** A deliberate replacement as reports show it (no key material). */
+export interface ReplacementView {
+	reason: string;
+	by: string;
+	requestedAt: string;
+	/** The certificate it replaced, as served when it was recorded. */
+	replaces?: { serial: string; notAfter: string };
 }
 
 /** What one side (storage on disk, or HAProxy's runtime memory) says about a ref. */

@@ -2,7 +2,7 @@
 import type { ErrorView } from "../errors.js";
 import type { AuditEvent } from "./audit.js";
 import type { RefusalCode, Verdict } from "./classify.js";
-import type { Action, ActionOp, RenewalState, RenewalView } from "./model.js";
+import type { Action, ActionOp, RenewalState, RenewalView, ReplacementView } from "./model.js";
 import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "./reload-budget.js";
 import type { ServingAfter } from "./serving.js";
 
@@ -115,6 +115,8 @@ export interface CycleReport {
 		serial: string;
 		notBefore: string;
 		notAfter: string;
+		/** An operator's deliberate replacement (`certificatee replace`): never-downgrade does not hold it back. */
+		replacement?: ReplacementView;
 	}>;
 	/** `certificate`: the certificate a file of its name is about (a held one stays desired; see certificateProblems). */
 	sourceProblems: SourceProblemView[];
@@ -240,14 +242,14 @@ const DEFAULT_HINT = {
 	write: "see the endpoint's log; the write is retried next cycle",
 } as const;
 
-const REFUSAL_HINT: Record<RefusalCode, string> = {
-	UPDATE_DROPS_NAMES:
+const REFUSAL_HINT: Record<RefusalCode, (certificate: string) => string> = {
+	UPDATE_DROPS_NAMES: () =>
 		"check the new certificate's names; set allow_name_removal: true on the target to push it anyway",
-	UPDATE_WOULD_DOWNGRADE:
-		"a certificate that expires later is live on this ref (another member or an operator pushed it): a member whose store lags catches up by itself; if the live one is wrong, replace it by hand (docs/cluster.md, Never downgrade)",
-	MANAGED_BY_HAPROXY_ACME:
+	UPDATE_WOULD_DOWNGRADE: (certificate) =>
+		`a certificate that expires later is live on this ref (another member or an operator pushed it): a member whose store lags catches up by itself; to push this one anyway (a key compromise, a CA change), run certificatee replace ${certificate} --reason "…" (docs/cluster.md, Never downgrade)`,
+	MANAGED_BY_HAPROXY_ACME: () =>
 		"one ACME client per certificate: drop it from certificatee's configuration, or the acme keyword from HAProxy's load line (docs/layouts.md)",
-	PLACEMENT_UNKNOWN:
+	PLACEMENT_UNKNOWN: () =>
 		"tell certificatee where HAProxy loads it from (crt_stores.<store>.crt_base / key_base; docs/haproxy-runtime-target.md)",
 };
 
@@ -334,7 +336,7 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 			certificate: v.certificate,
 			code: v.code,
 			message: `${v.ref}: ${v.why}`,
-			hint: REFUSAL_HINT[v.code],
+			hint: REFUSAL_HINT[v.code](v.certificate),
 			reason: `refused: ${v.why}`,
 		});
 	}

@@ -20,11 +20,14 @@ export const sourceFactories = {
 	directory: async (config, deps) => {
 		const { createDirectorySource } = await import("./directory/index.js");
 		const { storedSourceMemory } = await import("./directory/memory.js");
+		const { readReplacements } = await import("../store/records.js");
 		return {
 			role: "source",
 			source: createDirectorySource(config, {
 				...(deps.clock ? { clock: deps.clock } : {}),
 				...(deps.local ? { memory: storedSourceMemory(config.name, deps.local) } : {}),
+				replacements: async () =>
+					new Map([...(await readReplacements(deps.store))].map(([name, r]) => [name, r.fingerprint])),
 			}),
 			close: holdsNothing,
 		};

@@ -9,6 +9,8 @@
  *   revocations/<issuer>         what a local CA revoked (it has no CRL; the operator acts on the list)
  *   sources/<source>             what a directory source serves in place of its file (the file turned invalid
  *                                or older): the last valid certificate, so every process serves the same
+ *   replacements/<certificate>   an operator's deliberate replacement (`certificatee replace`): this certificate
+ *                                may replace one that expires later (no key material: its fingerprint)
  * Names that are not plain segments are escaped (nameSegment). Every record is validated when read; a record
  * that does not parse is STATE_CORRUPT, never guessed at.
  */
@@ -274,4 +276,47 @@ export function writeSourceMemory(
 	version: number,
 ) {
 	return store.put(sourceMemoryKey(source), sourceMemorySchema.parse(record), version);
+}
+
+/**
+ * A deliberate replacement (`certificatee replace NAME --reason …`): the certificate with this fingerprint may be
+ * served and pushed under NAME although the one it replaces expires later (a key compromise, a CA change). It
+ * lifts the never-downgrade protection (SOURCE_OLDER, UPDATE_WOULD_DOWNGRADE) for that one certificate only.
+ */
+export const replacementSchema = z.object({
+	certificate: z.string(),
+	fingerprint: z.string(),
+	serial: z.string(),
+	notAfter: isoDate,
+	/** The certificate it replaces, as served when it was recorded (absent when none was). */
+	replaces: z.object({ serial: z.string(), notAfter: isoDate }).optional(),
+	reason: z.string(),
+	/** Who asked: user@host (pid). */
+	by: z.string(),
+	requestedAt: isoDate,
+	/** The file the replacement was read from. */
+	file: z.string().optional(),
+});
+export type Replacement = z.infer<typeof replacementSchema>;
+export const replacementKey = (certificate: string) => `replacements/${nameSegment(certificate)}`;
+
+export function readReplacement(store: StateStore, certificate: string) {
+	return readRecord(store, replacementKey(certificate), replacementSchema);
+}
+
+/** Every replacement recorded, by certificate name. */
+export async function readReplacements(store: StateStore): Promise<Map<string, Replacement>> {
+	const out = new Map<string, Replacement>();
+	for (const key of await store.list("replacements/")) {
+		const record = await readRecord(store, key, replacementSchema);
+		if (record) out.set(record.value.certificate, record.value);
+	}
+	return out;
+}
+
+/** Records (or supersedes) the replacement of its certificate. */
+export async function writeReplacement(store: StateStore, replacement: Replacement): Promise<number> {
+	const key = replacementKey(replacement.certificate);
+	const current = await store.get(key);
+	return store.put(key, replacementSchema.parse(replacement), current?.version ?? 0);
 }

@@ -1,5 +1,5 @@
 /**
- * Operator requests to a running daemon (`renew`, `revoke`), through files under `state_dir/requests/`.
+ * Operator requests to a running daemon (`renew`, `revoke`, `replace`), through files under `state_dir/requests/`.
  * The daemon holds the state directory's lock, so a command cannot write the state store; it drops a request
  * file instead, which the daemon watches (inotify), takes at the start of its next cycle (at once when idle),
  * and answers beside it: `taken` when it starts, then `served` or `failed` after the cycle that carried it.
@@ -17,15 +17,18 @@ import { mkdir, readdir, readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "./atomic-file.js";
+import { replacementSchema } from "./records.js";
 
 const isoDate = z.iso.datetime();
 
 export const operatorRequestSchema = z.object({
 	id: z.string().regex(/^[a-z0-9-]+$/),
-	kind: z.enum(["renew", "revoke"]),
+	kind: z.enum(["renew", "revoke", "replace"]),
 	certificate: z.string(),
 	force: z.boolean(),
 	reason: z.string().optional(),
+	/** `replace`: the deliberate replacement to record (no key material). */
+	replacement: replacementSchema.optional(),
 	requestedAt: isoDate,
 	/** After this the request is void: the command stopped waiting and nobody will read the answer. */
 	expiresAt: isoDate,

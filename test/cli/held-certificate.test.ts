@@ -11,6 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { normaliseSerial as normal } from "../../src/certificates/names.js";
 import type { StatusDocument } from "../../src/metrics/status-view.js";
 import type { CycleReport } from "../../src/reconcile/report.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
@@ -19,6 +20,7 @@ import { scaled } from "../harness/deadline.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { freePorts } from "../harness/ports.js";
 import { parseScrape } from "../harness/scrape.js";
+import { servedSerial } from "../harness/targets.js";
 
 const DAY = 86_400_000;
 let dir: string;
@@ -28,6 +30,7 @@ let listen: string;
 let config: string;
 let ca: TestIssuer;
 let good: TestLeaf;
+let shorter: TestLeaf;
 
 const sourceFile = () => join(dir, "source", "shop.pem");
 
@@ -157,11 +160,63 @@ describe("a directory source's held certificate: the daemon and a fresh CLI agre
 	}, 120_000);
 
 	it("after an 80-day file replaced the 300-day one, no view pushes it", async () => {
-		const shorter = await issueTestLeaf(ca, {
+		shorter = await issueTestLeaf(ca, {
 			names: ["shop.test"],
 			notAfter: new Date(Date.now() + 80 * DAY),
 		});
 		writeFileSync(sourceFile(), shorter.combinedPem, { mode: 0o600 });
 		await everyViewKeeps("SOURCE_OLDER");
+	}, 120_000);
+
+	it("certificatee replace, with the daemon running: the 80-day certificate is served, audited, shown, and stays after a restart", async () => {
+		const refused = await certificatee(["replace", "shop", "--config", config]);
+		expect(refused.code).toBe(1);
+		expect(refused.stderr).toContain("--reason is required");
+
+		const from = daemon?.logs.length ?? 0;
+		const replace = await certificatee([
+			"replace",
+			"shop",
+			"--reason",
+			"key compromise, ticket 4711",
+			"--wait",
+			"60s",
+			"--config",
+			config,
+		]);
+		expect(replace.code, replace.stderr).toBe(0);
+		expect(replace.stdout).toContain(`shop: serial ${shorter.serial} served at`);
+		const audit = await (daemon as Daemon).waitForLog(/^deliberate replacement recorded$/, { from });
+		expect(audit).toMatchObject({
+			audit: "replacement",
+			certificate: "shop",
+			reason: "key compromise, ticket 4711",
+			oldSerial: good.serial,
+			newSerial: shorter.serial,
+			file: sourceFile(),
+		});
+		expect(String(audit.by)).toMatch(/.+@.+/);
+		expect(normal(await servedSerial(h, "shop.test"))).toBe(normal(shorter.serial));
+
+		const expected = {
+			certificates: [`shop ${shorter.serial} 1/1 []`],
+			endpoints: ["lb1 converged"],
+			unmanaged: [],
+		};
+		const running = await daemonStatus();
+		expect(verdict(running)).toEqual(expected);
+		expect(running.summary.certificates[0]?.replacement).toMatchObject({
+			reason: "key compromise, ticket 4711",
+			replaces: { serial: good.serial },
+		});
+		const status = await certificatee(["status", "--config", config]);
+		expect(status.stdout).toContain(`shop: deliberate replacement of serial ${good.serial}`);
+		expect(verdict(await cliStatus())).toEqual(expected);
+		const plan = await cliPlan();
+		expect(plan.code).toBe(0);
+
+		await restartDaemon();
+		expect(verdict(await daemonStatus())).toEqual(expected);
+		expect(normal(await servedSerial(h, "shop.test"))).toBe(normal(shorter.serial));
 	}, 120_000);
 });

@@ -106,7 +106,7 @@ function logRequested(ctx: CommandContext, name: string, force: boolean): void {
 	);
 }
 
-function waitMs(text: string | undefined): number {
+export function waitMs(text: string | undefined): number {
 	const ms = parseDuration(text ?? DEFAULT_WAIT);
 	if (ms === undefined || ms <= 0) {
 		throw new CertificateeError("CONFIG_INVALID", `--wait ${text}: not a duration`, {
@@ -121,7 +121,7 @@ function waitMs(text: string | undefined): number {
  * The state directory's store with its lock, or the pid of the running daemon that holds the lock and serves
  * requests. Another holder (a `sync --once` in progress) is STATE_LOCKED as before.
  */
-async function openLocalOrDaemon(config: Config): Promise<{ store: FileStore } | { daemon: number }> {
+export async function openLocalOrDaemon(config: Config): Promise<{ store: FileStore } | { daemon: number }> {
 	try {
 		return { store: await openFileStore(config.state_dir) };
 	} catch (e) {
@@ -145,11 +145,11 @@ function clusterRecorded(ctx: CommandContext, name: string): void {
  * Leaves the request for the running daemon and waits for its answer: `taken` (logged), then `served` (printed,
  * exit 0) or `failed` (its error, exit 1). Not taken within `wait`: withdrawn, NOT_AVAILABLE.
  */
-async function askDaemon(
+export async function askDaemon(
 	ctx: CommandContext,
 	config: Config,
 	pid: number,
-	ask: Pick<OperatorRequest, "kind" | "certificate" | "force"> & { reason?: string },
+	ask: Pick<OperatorRequest, "kind" | "certificate" | "force" | "replacement"> & { reason?: string },
 	wait: number,
 ): Promise<void> {
 	const stateDir = config.state_dir;
@@ -169,7 +169,9 @@ async function askDaemon(
 		taken = a;
 		ctx.log.info(
 			{ certificate: ask.certificate, takenAt: a.takenAt },
-			"request taken by the daemon: ordering now",
+			ask.kind === "replace"
+				? "request taken by the daemon: replacement recorded, pushing it now"
+				: "request taken by the daemon: ordering now",
 		);
 	});
 	if (!final) {

@@ -7,7 +7,7 @@ import { type FSWatcher, watch as fsWatch } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { checkBundle, checkChangesAfter } from "../../certificates/index.js";
-import { CertificateeError, describeError } from "../../errors.js";
+import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import type { DesiredCertificate, SourceProblem } from "../../reconcile/model.js";
 import type { Source, SourceResult } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
@@ -33,6 +33,8 @@ export interface DirectorySourceDeps {
 	workers?: number;
 	/** Where the certificates served in place of their files are kept (memory.ts); without it, in this process only. */
 	memory?: SourceMemory;
+	/** Deliberate replacements (`certificatee replace`), read at each load: certificate name -> fingerprint. */
+	replacements?: () => Promise<ReadonlyMap<string, string>>;
 }
 
 /** A directory source always watches: onChange runs once the directory has been quiet for `debounce`. */
@@ -55,6 +57,8 @@ interface LastLoad {
 	parsed: readonly ReadOutcome[];
 	from: number;
 	until: number;
+	/** The deliberate replacements it was decided with. */
+	accepted: string;
 	result: SourceResult;
 }
 
@@ -89,7 +93,20 @@ export function createDirectorySource(
 			...(deps.workers === undefined ? {} : { workers: deps.workers }),
 		});
 		signal.throwIfAborted();
-		if (last && unchanged(last, grouped, parsed, now.getTime())) return last.result;
+		// Unreadable replacements: none is honoured (never-downgrade stays), and the reason is reported.
+		let accepted: ReadonlyMap<string, string> = new Map<string, string>();
+		let replacementsProblem: SourceProblem | undefined;
+		try {
+			accepted = (await deps.replacements?.()) ?? accepted;
+		} catch (e) {
+			const error = isCertificateeError(e)
+				? e
+				: new CertificateeError("STATE_CORRUPT", `deliberate replacements unreadable: ${describeError(e)}`);
+			replacementsProblem = { subject: `source ${config.name}: replacements`, error };
+		}
+		const acceptedKey = JSON.stringify([...accepted].sort());
+		if (last && last.accepted === acceptedKey && unchanged(last, grouped, parsed, now.getTime()))
+			return last.result;
 
 		const problems: SourceProblem[] = grouped.problems.map((p) => ({
 			subject: join(config.path, p.file),
@@ -97,6 +114,7 @@ export function createDirectorySource(
 				context: { file: join(config.path, p.file) },
 			}),
 		}));
+		if (replacementsProblem) problems.push(replacementsProblem);
 		const { loaded, invalid } = checkCandidates(config.path, grouped.candidates, parsed, now, problems);
 		const { served, skipped } = selectNewest({
 			loaded,
@@ -104,6 +122,7 @@ export function createDirectorySource(
 			invalid,
 			now,
 			origin: (s) => `source ${config.name}: ${s}`,
+			accepted,
 		});
 		for (const s of skipped) {
 			problems.push({
@@ -111,6 +130,7 @@ export function createDirectorySource(
 				certificate: s.certificate,
 				error: new CertificateeError("SOURCE_OLDER", s.message, {
 					context: { file: s.subject, certificate: s.certificate },
+					hint: `to serve this file anyway (a key compromise, a CA change), run certificatee replace ${s.certificate} --reason "…"; otherwise remove it (the certificate served stays)`,
 				}),
 			});
 		}
@@ -121,7 +141,14 @@ export function createDirectorySource(
 		// A read error may clear by itself: such a load is never reused.
 		last = parsed.some((p) => "unreadable" in p)
 			? undefined
-			: { grouped, parsed, from: now.getTime(), until: changesAfter(parsed, served, now), result };
+			: {
+					grouped,
+					parsed,
+					from: now.getTime(),
+					until: changesAfter(parsed, served, now),
+					accepted: acceptedKey,
+					result,
+				};
 		return result;
 	}
 
@@ -213,7 +240,7 @@ function withHeldHint(p: SourceProblem, held: ReadonlyMap<string, Held>): Source
 	const kept = `the last valid certificate of "${p.certificate}" (serial ${leaf.serial}, expires ${leaf.notAfter.toISOString()}, from ${h.file}) stays served until then; removing the file removes the certificate`;
 	const hint =
 		p.error.code === "SOURCE_OLDER"
-			? `a file that expires earlier never replaces the served certificate: ${kept}`
+			? `to serve this file anyway (a key compromise, a CA change), run certificatee replace ${p.certificate} --reason "…"; ${kept}`
 			: `${p.error.hint ? `${p.error.hint}; ` : ""}fix the file: ${kept}`;
 	const error = new CertificateeError(p.error.code, p.error.message, {
 		context: { ...p.error.context, certificate: p.certificate },

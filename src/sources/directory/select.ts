@@ -1,7 +1,8 @@
 /**
  * Which valid certificates a directory serves. Pure. A certificate is never replaced by an older one: among
  * files covering the same names with the same key type only the one that expires last is served (an RSA and an
- * ECDSA file for the same names are both served), and a file whose certificate expires before the one already served under its name is reported and the served one kept.
+ * ECDSA file for the same names are both served), and a file whose certificate expires before the one already served under its name is reported and the served one kept,
+ * unless an operator chose that file's certificate as a deliberate replacement (`accepted`).
  */
 import { checkBundle, nameSet } from "../../certificates/index.js";
 import type { Bundle } from "../../certificates/types.js";
@@ -22,6 +23,11 @@ export interface SelectInput {
 	invalid: ReadonlySet<string>;
 	now: Date;
 	origin: (subject: string) => string;
+	/**
+	 * Deliberate replacements (`certificatee replace`), certificate name -> fingerprint: that file is served even
+	 * though it expires before the certificate served, or than another file for the same names.
+	 */
+	accepted?: ReadonlyMap<string, string>;
 }
 
 export interface Skipped {
@@ -46,7 +52,7 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
 			byNamesAndKey.set(key, file);
 			continue;
 		}
-		const { keep, drop, reason } = compete(file, other);
+		const { keep, drop, reason } = compete(file, other, input.accepted);
 		byNamesAndKey.set(key, keep);
 		skipped.push({
 			subject: drop.subject,
@@ -59,6 +65,7 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
 		const before = input.previous.get(file.name);
 		if (
 			before &&
+			!isAccepted(file, input.accepted) &&
 			before.names.join(",") === names(file.bundle).join(",") &&
 			file.bundle.leaf.notAfter.getTime() < before.bundle.leaf.notAfter.getTime() &&
 			stillValid(before, input.now)
@@ -91,7 +98,19 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
  * expires later; on equal expiry the one issued later; else (the same validity, or the same certificate) the
  * one whose file name sorts first, so every load and every member picks the same file.
  */
-function compete(a: LoadedFile, b: LoadedFile): { keep: LoadedFile; drop: LoadedFile; reason: string } {
+function compete(
+	a: LoadedFile,
+	b: LoadedFile,
+	accepted: ReadonlyMap<string, string> | undefined,
+): { keep: LoadedFile; drop: LoadedFile; reason: string } {
+	if (isAccepted(a, accepted) !== isAccepted(b, accepted)) {
+		const [keep, drop] = isAccepted(a, accepted) ? [a, b] : [b, a];
+		return {
+			keep,
+			drop,
+			reason: "which an operator chose as a deliberate replacement (certificatee replace)",
+		};
+	}
 	const [la, lb] = [a.bundle.leaf, b.bundle.leaf];
 	if (la.notAfter.getTime() !== lb.notAfter.getTime()) {
 		const [keep, drop] = la.notAfter.getTime() > lb.notAfter.getTime() ? [a, b] : [b, a];
@@ -115,6 +134,10 @@ function compete(a: LoadedFile, b: LoadedFile): { keep: LoadedFile; drop: Loaded
 			? "which holds the same certificate"
 			: `which has the same validity (${day(la.notBefore)} to ${day(la.notAfter)})`;
 	return { keep, drop, reason: `${what} and whose file name sorts first` };
+}
+
+function isAccepted(file: LoadedFile, accepted: ReadonlyMap<string, string> | undefined): boolean {
+	return accepted?.get(file.name) === file.bundle.leaf.fingerprint;
 }
 
 function keyLabel(b: Bundle): string {

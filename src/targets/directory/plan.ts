@@ -24,7 +24,9 @@ export function classifySet(
 	if (set.differences.length === 0) return { class: "in-sync", ...base };
 	if (set.differences.includes("target does not exist")) return { class: "missing", ...base };
 	const downgrade =
-		neverDowngrade && desired !== undefined ? downgradeRefusal([set.live], desired.bundle.leaf) : undefined;
+		neverDowngrade && desired !== undefined && desired.replacement === undefined
+			? downgradeRefusal([set.live], desired.bundle.leaf)
+			: undefined;
 	if (downgrade !== undefined)
 		return { class: "refused", ...base, code: "UPDATE_WOULD_DOWNGRADE", why: downgrade };
 	return { class: "stale", ...base, sides: ["storage"], missingSides: [] };
