@@ -7,7 +7,7 @@ import { isAbsolute, resolve } from "node:path";
 import { CertificateeError, rememberSecret } from "../errors.js";
 
 /** Keys whose value may come from a file named by `<key>_file`. */
-export const SECRET_KEYS = ["password", "hmac_key", "eab_hmac_key", "token"] as const;
+export const SECRET_KEYS = ["password", "hmac_key", "eab_hmac_key", "token", "listen_token"] as const;
 
 export interface InterpolateProblem {
 	path: string;

@@ -34,6 +34,11 @@ export const configSchema = z.strictObject({
 	state_dir: z.string().min(1).default("./.certificatee"),
 	interval: duration.prefault("10m"),
 	listen: listen.default("127.0.0.1:9810"),
+	/** From `listen_token_file` (or `${ENV}`): the page, /status.json and /metrics need it; the probes do not. */
+	listen_token: z
+		.string()
+		.min(16, { error: "listen_token must be at least 16 characters (e.g. openssl rand -hex 32)" })
+		.optional(),
 	log_level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
 	sources: z.array(sourceSchema).default([]),
 	certificates: z.array(certificateSpecSchema).default([]),

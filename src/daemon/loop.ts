@@ -149,7 +149,7 @@ async function start(options: DaemonOptions, clock: Clock) {
 			metrics,
 			() => health,
 			() => running.status,
-			clock.now,
+			{ now: clock.now, token: () => running.loaded.config.listen_token },
 		);
 	} catch (e) {
 		await engine.close();

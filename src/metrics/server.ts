@@ -1,8 +1,10 @@
 /**
  * The HTTP side of the daemon: / (the fleet page), /status.json (what `status --json` prints, from the last
  * cycle), /metrics, /healthz (the loop is alive), /readyz (configuration loaded and the last cycle observed at
- * least one endpoint of each target). The decisions are in health.ts; the page in page/.
+ * least one endpoint of each target). The decisions are in health.ts; the page in page/. With `listen_token`
+ * set, everything but the probes needs it (docs/security.md#the-http-listener).
  */
+import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { parseHostPort } from "../base/address.js";
 import { CertificateeError } from "../errors.js";
@@ -33,30 +35,66 @@ export const LISTENER_LIMITS = {
 	checkIntervalMs: 1_000,
 } as const;
 
+export interface ListenerOptions {
+	/** The clock liveness is judged by (the daemon's; ms since the epoch). */
+	now?: () => number;
+	/**
+	 * `listen_token` of the configuration now (read per request: a reload changes it): when set, the page,
+	 * /status.json and /metrics need it; /healthz and /readyz stay open for probes that cannot send one.
+	 */
+	token?: () => string | undefined;
+}
+
+/** Paths that answer without the token: liveness and readiness probes (kubelet, load balancers) send none. */
+const OPEN_PATHS = new Set(["/healthz", "/readyz", "/favicon.ico"]);
+
 export async function startHealthServer(
 	listen: string,
 	metrics: Metrics,
 	health: () => LoopHealth,
 	/** The status document of the last cycle; undefined until one finished. */
 	status: () => StatusDocument | undefined,
-	/** The clock liveness is judged by (the daemon's; ms since the epoch). */
-	now: () => number = Date.now,
+	options: ListenerOptions = {},
 ): Promise<HealthServer> {
+	const now = options.now ?? Date.now;
+	// The page of the last cycle, rendered once per cycle (and refresh period), not per request.
+	let cached: { doc: StatusDocument | undefined; refresh: number; page: string } | undefined;
+	const page = (): string => {
+		const doc = status();
+		const refresh = refreshSeconds(health());
+		if (cached === undefined || cached.doc !== doc || cached.refresh !== refresh) {
+			cached = { doc, refresh, page: renderPage(doc, { now: new Date(now()), refreshSeconds: refresh }) };
+		}
+		return cached.page;
+	};
 	const limits = LISTENER_LIMITS;
-	const options = {
+	const serverOptions = {
 		headersTimeout: limits.headersTimeoutMs,
 		requestTimeout: limits.requestTimeoutMs,
 		connectionsCheckingInterval: limits.checkIntervalMs,
 	};
-	const server: Server = createServer(options, (req, res) => {
-		const path = (req.url ?? "/").split("?")[0];
+	const server: Server = createServer(serverOptions, (req, res) => {
+		const path = (req.url ?? "/").split("?")[0] ?? "/";
 		if (req.method !== "GET" && req.method !== "HEAD") {
 			res.writeHead(405, { allow: "GET, HEAD" }).end();
 			return;
 		}
+		const token = options.token?.();
+		if (token !== undefined && !OPEN_PATHS.has(path) && !authorized(req.headers.authorization, token)) {
+			res
+				.writeHead(401, {
+					"content-type": "text/plain",
+					"cache-control": "no-store",
+					// Basic makes a browser ask (any user name, the token as password); scripts send Bearer.
+					"www-authenticate": 'Basic realm="certificatee", charset="UTF-8"',
+				})
+				.end(
+					"401: this listener needs its token (listen_token_file): send Authorization: Bearer <token>, or the token as the password of HTTP Basic (any user name)\n",
+				);
+			return;
+		}
 		if (path === "/" || path === "/index.html") {
-			const page = renderPage(status(), { now: new Date(), refreshSeconds: refreshSeconds(health()) });
-			res.writeHead(200, PAGE_HEADERS).end(req.method === "HEAD" ? undefined : page);
+			res.writeHead(200, PAGE_HEADERS).end(req.method === "HEAD" ? undefined : page());
 			return;
 		}
 		if (path === "/favicon.ico") {
@@ -117,6 +155,21 @@ export async function startHealthServer(
 		address,
 		close: () => new Promise<void>((resolve) => server.close(() => resolve())),
 	};
+}
+
+/** A Bearer token, or the password of HTTP Basic, equal to `token` (compared in constant time). */
+export function authorized(header: string | undefined, token: string): boolean {
+	const m = /^(Bearer|Basic)\s+(\S+)\s*$/i.exec(header ?? "");
+	if (!m) return false;
+	let given = m[2] as string;
+	if ((m[1] as string).toLowerCase() === "basic") {
+		const decoded = Buffer.from(given, "base64").toString("utf8");
+		const colon = decoded.indexOf(":");
+		if (colon < 0) return false;
+		given = decoded.slice(colon + 1);
+	}
+	const digest = (text: string) => createHash("sha256").update(text, "utf8").digest();
+	return timingSafeEqual(digest(given), digest(token));
 }
 
 /** The page checks for a new cycle as often as cycles run, between every 2 s and every 10 s. */
