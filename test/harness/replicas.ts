@@ -35,6 +35,8 @@ export interface ReplicasOptions {
 	/** Default "3s". */
 	leaseTtl?: string;
 	shard?: boolean;
+	/** A directory source every member reads (one path: the members run on this machine). */
+	directorySource?: string;
 }
 
 export interface Replica {
@@ -97,7 +99,12 @@ export async function startReplicas(options: ReplicasOptions): Promise<Replicas>
 					shard_endpoints: options.shard ?? false,
 					encryption_key_file: encryptionKeyFile,
 				},
-				sources: [{ name: "local", type: "local-ca" }],
+				sources: [
+					{ name: "local", type: "local-ca" },
+					...(options.directorySource
+						? [{ name: "files", type: "directory", path: options.directorySource, debounce: "100ms" }]
+						: []),
+				],
 				certificates: certificates.map((c) => ({ ...c, issuer: "local", lifetime: "1d" })),
 				targets: options.nodes.map((h, i) => ({
 					name: `node-${i}`,
