@@ -52,6 +52,7 @@ export function renderPlan(report: CycleReport, style: Styler): string[] {
 		const line = orderLine(r, report.mode);
 		if (line) out.push(style.paint({ text: line, colour: r.state === "due" ? "cyan" : "red" }));
 	}
+	out.push(...rolloutLines(report, style));
 	for (const t of report.targets) {
 		out.push(style.paint({ text: `target ${t.target} (${t.kind})`, colour: "bold" }));
 		for (const e of t.endpoints) out.push(...renderEndpointPlan(e, style));
@@ -71,6 +72,30 @@ export function renderPlan(report: CycleReport, style: Styler): string[] {
 }
 
 const hint = (h: string | undefined) => (h ? ` (hint: ${h})` : "");
+
+/** Each rollout's stages in order, the current one marked: what plan, sync and status show of it. */
+export function rolloutLines(report: CycleReport, style: Styler): string[] {
+	const out: string[] = [];
+	for (const r of report.rollouts ?? []) {
+		const mark = (stage: string) => (stage === r.stage ? " <- now" : "");
+		const verified = r.verified.length > 0 ? `, verified on ${r.verified.join(", ")}` : "";
+		const colour = r.stage === "halted" ? "red" : r.stage === "rest" ? "green" : "cyan";
+		out.push(style.paint({ text: `rollout ${r.certificate} (serial ${r.serial}): ${r.stage}`, colour }));
+		out.push(
+			`  1. canary: ${r.canaries.join(", ")}${r.stage === "canary" || r.stage === "halted" ? " <- now" : ""}${verified}`,
+		);
+		out.push(`  2. hold${r.holdUntil ? ` until ${r.holdUntil}` : ""}${mark("hold")}`);
+		out.push(`  3. rest: ${r.rest.join(", ") || "(none)"}${mark("rest")}`);
+		if (r.failure)
+			out.push(
+				style.paint({
+					text: `  halted: ${r.failure.code} on ${r.failure.endpoint} (${r.failure.check}): ${r.failure.message}${hint(r.failure.hint)}`,
+					colour: "red",
+				}),
+			);
+	}
+	return out;
+}
 
 /** A line for a certificate the cycle ordered, would order, or cannot order; none when it is simply issued. */
 function orderLine(r: RenewalView, mode: "plan" | "sync"): string | undefined {
@@ -119,6 +144,10 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 			`    ${style.paint({ text: s.op, colour: s.op.includes("delete") || s.op.includes("remove") ? "yellow" : "cyan" })} ${s.ref}${s.serial ? ` serial ${s.serial}` : ""}${s.crtList ? ` in ${s.crtList}` : ""}: ${s.why}${result}`,
 		);
 	}
+	for (const h of e.held ?? [])
+		out.push(
+			`    ${style.paint({ text: "held", colour: h.failed ? "red" : "yellow" })} ${h.certificate}: ${h.code}: ${h.message}`,
+		);
 	if (e.servingAfter && e.servingAfter.length > 0) {
 		const served = e.servingAfter.map((s) => `${s.sni} -> ${s.ref}`).join(", ");
 		out.push(`    ${style.paint({ text: "serving after the writes", colour: "dim" })} ${served}`);
@@ -280,6 +309,8 @@ export function renderStatus(full: CycleReport, style: Styler, options: StatusOp
 	for (const p of report.sourceProblems)
 		if (p.certificate === undefined || !shown.has(p.certificate))
 			out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
+	const rollouts = rolloutLines(report, style);
+	if (rollouts.length > 0) out.push("", ...rollouts);
 	return out;
 }
 

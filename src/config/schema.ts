@@ -2,6 +2,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { duration } from "../base/duration.js";
+import { trustStoreSchema } from "../certificates/trust.js";
 import { clusterSchema } from "../cluster/schema.js";
 import { certificateSpecSchema, renewalSettingsSchema } from "../renewal/schema.js";
 import { acmeSourceSchema } from "../sources/acme/schema.js";
@@ -30,6 +31,34 @@ const listen = z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 
 	error: "expected host:port, e.g. 127.0.0.1:9810",
 });
 
+/** `rollout`: canaries first (docs/rollouts.md). */
+export const rolloutSchema = z.strictObject({
+	/** Canary endpoints: a count, or "P%" of the rollout's endpoints (rounded up, at least 1). */
+	canary: z.union([
+		z.number().int().min(1),
+		z
+			.string()
+			.regex(/^\d{1,3}(\.\d+)?%$/, { message: 'canary is a count (1) or a percentage ("10%")' })
+			.refine((p) => Number.parseFloat(p) > 0 && Number.parseFloat(p) <= 100, {
+				message: "canary percentage must be above 0% and at most 100%",
+			}),
+	]),
+	/** What a canary must show before the rest: default serial, chain, key-types, and trust when a trust store is set. */
+	verify: z
+		.array(z.enum(["serial", "chain", "key-types", "trust"]))
+		.min(1)
+		.optional(),
+	/** How long the canaries serve the new certificate, verified, before the rest get it. */
+	hold: duration.prefault("0s"),
+	/** The trust check's store (a PEM bundle or system); default: each target's trust_store. */
+	trust_store: trustStoreSchema,
+	/** HAProxy targets taking part (default: all); a fleet of haproxy-runtime nodes is one rollout across them. */
+	targets: z.array(z.string().min(1)).min(1).optional(),
+	/** Certificates rolled out this way (default: all). */
+	certificates: z.array(z.string().min(1)).min(1).optional(),
+});
+export type RolloutConfig = z.infer<typeof rolloutSchema>;
+
 export const configSchema = z.strictObject({
 	state_dir: z.string().min(1).default("./.certificatee"),
 	interval: duration.prefault("10m"),
@@ -46,6 +75,8 @@ export const configSchema = z.strictObject({
 	targets: z.array(targetSchema).default([]),
 	/** Several members sharing state through etcd (docs/cluster.md); absent: one process, state in state_dir. */
 	cluster: clusterSchema.optional(),
+	/** Canary rollouts across the HAProxy targets (docs/rollouts.md); absent: every endpoint at once. */
+	rollout: rolloutSchema.optional(),
 });
 export type Config = z.infer<typeof configSchema>;
 
@@ -87,6 +118,7 @@ export function referenceProblems(raw: unknown): Problem[] {
 		unique(list(t.endpoints), `targets[${i}].endpoints`, problems);
 	});
 	http01MapTargets(sources, list(top.targets), problems);
+	rolloutTargets(top.rollout, list(top.targets), problems);
 	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
 	list(top.certificates).forEach((c, i) => {
 		wildcardWithoutDns01(c, i, sources, problems);
@@ -108,6 +140,21 @@ export function referenceProblems(raw: unknown): Problem[] {
 		}
 	});
 	return problems;
+}
+
+/** `rollout.targets` names HAProxy targets (a directory target has no endpoints to stage). */
+function rolloutTargets(rollout: unknown, targets: Named[], problems: Problem[]): void {
+	const named = (rollout as { targets?: unknown } | undefined)?.targets;
+	if (!Array.isArray(named)) return;
+	named.forEach((name: unknown, i) => {
+		const t = targets.find((x) => x.name === name);
+		if (t?.type === "haproxy-runtime" || t?.type === "haproxy-dataplane") return;
+		const kinds = targets.filter((x) => x.type === "haproxy-runtime" || x.type === "haproxy-dataplane");
+		problems.push({
+			path: `rollout.targets[${i}]`,
+			message: `"${String(name)}" is ${t ? `a ${String(t.type)} target` : "no target"}: a rollout spans haproxy-runtime and haproxy-dataplane targets (${kinds.map((x) => String(x.name)).join(", ") || "none configured"})`,
+		});
+	});
 }
 
 /**

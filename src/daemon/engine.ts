@@ -2,7 +2,9 @@
  * From a configuration to a running engine: the state store, sources and issuers, the renewal manager
  * and the targets, wired into the cycle's dependencies. The only place that knows every part.
  */
-import type { Config } from "../config/schema.js";
+
+import { loadTrustStore } from "../certificates/trust.js";
+import type { Config, RolloutConfig } from "../config/schema.js";
 import { createDesiredLoader } from "../desired/index.js";
 import { CertificateeError, describeError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -11,6 +13,11 @@ import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
 import { sharedFleetMemory, storedFleetMemory } from "../reconcile/fleet-memory.js";
 import type { DesiredSet } from "../reconcile/model.js";
+import {
+	createRolloutCoordinator,
+	type RolloutCoordinator,
+	type RolloutPolicy,
+} from "../reconcile/rollout.js";
 import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
@@ -63,6 +70,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	// The local store always: its lock keeps two processes off one state_dir, and it holds the fleet's memory.
 	const store = await openFileStore(config.state_dir, { readOnly: options.readOnly });
 	const targets: BuiltTarget[] = [];
+	let rollout: RolloutCoordinator | undefined;
 	let built: BuiltSources | undefined;
 	let cluster: ClusterRuntime | undefined;
 	let reader: ClusterReader | undefined;
@@ -85,6 +93,14 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 			sharedMemory
 				? sharedFleetMemory(target, { store: sharedMemory, readOnly: options.readOnly, warn })
 				: storedFleetMemory(target, { store, readOnly: options.readOnly, locate: store.pathOf, warn });
+		// Rollout stages are written by whichever member runs a canary: the members' shared store, like the fleet's memory.
+		if (config.rollout)
+			rollout = createRolloutCoordinator({
+				store: sharedMemory ?? store,
+				policy: rolloutPolicy(config.rollout),
+				readOnly: options.readOnly,
+				now,
+			});
 		for (const t of config.targets)
 			targets.push(
 				buildTarget(t, {
@@ -213,14 +229,14 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		return loaded;
 	};
 
-	const deps: CycleDeps = { loadDesired, targets, now };
+	const deps: CycleDeps = { loadDesired, targets, now, ...(rollout ? { rollout } : {}) };
 	const watchers: Array<() => void> = [];
 	return {
 		deps,
 		renewals: () => statuses,
 		...(cluster ? { cluster: () => cluster.view(haproxyEndpoints(config)) } : {}),
 		...(reader ? { readCluster: () => reader.view(haproxyEndpoints(config)) } : {}),
-		nextWake: () => earliestRenewal(statuses),
+		nextWake: () => earliest(earliestRenewal(statuses), rollout?.nextWake()),
 		...(desk ? { beginCycle: (signal: AbortSignal) => (desk as RequestDesk).begin(signal) } : {}),
 		afterCycle() {
 			options.metrics?.recordRenewals(statuses.map(renewalView));
@@ -249,6 +265,25 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 			if (failed) throw failed.reason;
 		},
 	};
+}
+
+/** The configured rollout as the coordinator takes it (its trust store read now: a bad one stops the start). */
+function rolloutPolicy(c: RolloutConfig): RolloutPolicy {
+	const trust = c.trust_store ? loadTrustStore(c.trust_store, "rollout.trust_store") : undefined;
+	return {
+		canary: typeof c.canary === "number" ? { count: c.canary } : { percent: Number.parseFloat(c.canary) },
+		verify: c.verify ?? ["serial", "chain", "key-types", ...(trust ? (["trust"] as const) : [])],
+		holdMs: c.hold,
+		...(trust ? { trust } : {}),
+		...(c.targets ? { targets: c.targets } : {}),
+		...(c.certificates ? { certificates: c.certificates } : {}),
+	};
+}
+
+function earliest(a: Date | undefined, b: Date | undefined): Date | undefined {
+	if (a === undefined) return b;
+	if (b === undefined) return a;
+	return a < b ? a : b;
 }
 
 /** Where issuers and renewal keep their state: etcd in a cluster (writes fenced on the leadership), else the files. */

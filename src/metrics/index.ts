@@ -195,6 +195,34 @@ export function createMetrics(): Metrics {
 		},
 	);
 	gauge(
+		"certificatee_rollout_stage",
+		"1 for the stage each certificate's rollout is in (canary, hold, rest, halted), 0 for the others.",
+		["certificate", "stage"],
+		(g) => {
+			for (const r of last?.rollouts ?? [])
+				for (const stage of ["canary", "hold", "rest", "halted"])
+					g.set({ certificate: r.certificate, stage }, r.stage === stage ? 1 : 0);
+		},
+	);
+	gauge(
+		"certificatee_rollout_halted",
+		"1 per halted rollout: the canary and the check that failed, with its code.",
+		["certificate", "endpoint", "check", "code"],
+		(g) => {
+			for (const r of last?.rollouts ?? [])
+				if (r.stage === "halted" && r.failure)
+					g.set(
+						{
+							certificate: r.certificate,
+							endpoint: r.failure.endpoint,
+							check: r.failure.check,
+							code: r.failure.code,
+						},
+						1,
+					);
+		},
+	);
+	gauge(
 		"certificatee_endpoint_up",
 		"1 when the endpoint answered the last observation.",
 		["target", "endpoint"],

@@ -21,13 +21,18 @@ export interface ProbeOptions {
 	 * Ask as a client of this key type: "rsa" offers RSA signature algorithms only (a client that cannot
 	 * verify ECDSA), "ec" offers ECDSA first and RSA after. HAProxy picks among a name's certificates by them.
 	 */
-	keyType?: "rsa" | "ec";
+	keyType?: ProbeKeyType;
 	signal?: AbortSignal;
 }
+
+/** "ec-only": ECDSA signature algorithms alone (a client that cannot verify RSA), for a rollout's key-type check. */
+export type ProbeKeyType = "rsa" | "ec" | "ec-only";
 
 export interface ProbeResult extends ServedCertificate {
 	/** SHA-256 of each certificate the server sent after the leaf, in order (uppercase hex). */
 	chain: string[];
+	/** PEM of the leaf and of each certificate sent after it, in order (public certificates only). */
+	presented: string[];
 	/** Only with `ca`: the served chain verified against it (names are not checked). */
 	verified?: boolean;
 }
@@ -50,21 +55,25 @@ const ECDSA_SIGALGS = ["ecdsa_secp256r1_sha256", "ecdsa_secp384r1_sha384", "ecds
 export function sigalgsFor(keyType: string | undefined): string | undefined {
 	if (keyType === "rsa") return RSA_SIGALGS.join(":");
 	if (keyType === "ec") return [...ECDSA_SIGALGS, ...RSA_SIGALGS].join(":");
+	if (keyType === "ec-only") return ECDSA_SIGALGS.join(":");
 	return undefined;
 }
 
-/** The certificates sent after the leaf, following issuer links until a repeat (a root links to itself). */
-function sentChain(peer: DetailedPeerCertificate): string[] {
-	const seen = new Set<string>([peer.fingerprint256]);
-	const chain: string[] = [];
-	let next = peer.issuerCertificate as DetailedPeerCertificate | undefined;
+/** The leaf and the certificates sent after it, following issuer links until a repeat (a root links to itself). */
+function sentChain(peer: DetailedPeerCertificate): Array<{ fingerprint: string; raw: Buffer }> {
+	const seen = new Set<string>();
+	const chain: Array<{ fingerprint: string; raw: Buffer }> = [];
+	let next: DetailedPeerCertificate | undefined = peer;
 	while (next?.fingerprint256 && !seen.has(next.fingerprint256)) {
 		seen.add(next.fingerprint256);
-		chain.push(next.fingerprint256.replace(/:/g, ""));
+		chain.push({ fingerprint: next.fingerprint256.replace(/:/g, ""), raw: next.raw });
 		next = next.issuerCertificate;
 	}
 	return chain;
 }
+
+const pemOf = (der: Buffer) =>
+	`-----BEGIN CERTIFICATE-----\n${der.toString("base64").replace(/.{1,64}/g, "$&\n")}-----END CERTIFICATE-----\n`;
 
 /**
  * Node's code for a TLS alert the server sent: the listener answered TLS and refused this name's handshake.
@@ -138,7 +147,7 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 		options.signal?.addEventListener("abort", onAbort, { once: true });
 		socket.once("secureConnect", () => {
 			// Read the chain first: after getPeerX509Certificate(), node 20 reports no issuer links.
-			const chain = sentChain(socket.getPeerCertificate(true));
+			const sent = sentChain(socket.getPeerCertificate(true));
 			const peer = socket.getPeerX509Certificate();
 			const verified = options.ca === undefined ? undefined : socket.authorized;
 			finish(() => {
@@ -154,7 +163,8 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 					names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
 					notAfter: info.notAfter,
 					keyType: info.keyType,
-					chain,
+					chain: sent.slice(1).map((c) => c.fingerprint),
+					presented: sent.map((c) => pemOf(c.raw)),
 				};
 				if (verified !== undefined) result.verified = verified;
 				resolve(result);

@@ -5,20 +5,34 @@
 import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
 import type { DesiredCertificate, DesiredSet } from "./model.js";
-import type { CycleReport, EndpointReport, TargetReport } from "./report.js";
+import type { CycleReport, EndpointReport, HeldView, TargetReport } from "./report.js";
+import type { RolloutCoordinator, VerifySpec } from "./rollout.js";
 
 export type CycleMode = "plan" | "sync";
+
+/** A rollout's word on a target's endpoints this cycle: certificates held back, and those a canary verifies. */
+export interface TargetRollout {
+	forEndpoint(endpoint: string): {
+		holds: ReadonlyMap<string, HeldView>;
+		verify: ReadonlyMap<string, VerifySpec>;
+	};
+}
 
 /** A configured target. run() never throws for an endpoint's failure: it is in the report. */
 export interface TargetRunner {
 	readonly name: string;
 	readonly kind: string;
+	/** HAProxy targets: every endpoint's name in configuration order (a rollout spans them, owned or not). */
+	readonly endpoints?: readonly string[];
+	/** Whether the target receives the certificate (its `certificates` list). */
+	carries?(certificate: string): boolean;
 	/** `onEndpoint` is called as each endpoint finishes (progress on large fleets). */
 	run(
 		desired: readonly DesiredCertificate[],
 		mode: CycleMode,
 		signal: AbortSignal,
 		onEndpoint?: (report: EndpointReport) => void,
+		rollout?: TargetRollout,
 	): Promise<TargetReport>;
 }
 
@@ -30,6 +44,8 @@ export interface CycleDeps {
 	onEndpoint?(report: EndpointReport): void;
 	/** Targets run at once (each bounds its own endpoints). */
 	targetConcurrency?: number;
+	/** The configured `rollout`: canaries first, the rest after they verified and the hold (reconcile/rollout.ts). */
+	rollout?: RolloutCoordinator;
 }
 
 export async function runCycle(deps: CycleDeps, mode: CycleMode, caller: AbortSignal): Promise<CycleReport> {
@@ -41,10 +57,21 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, caller: AbortSi
 	const started = deps.now();
 	const desired = await deps.loadDesired(signal);
 	const limit = pLimit(deps.targetConcurrency ?? 4);
-	const targets = await Promise.all(
-		deps.targets.map((t) => limit(() => t.run(desired.certificates, mode, signal, deps.onEndpoint))),
+	const rollouts = await deps.rollout?.begin(
+		desired.certificates,
+		deps.targets.flatMap((t) =>
+			t.endpoints
+				? [{ name: t.name, endpoints: t.endpoints, carries: (c: string) => t.carries?.(c) ?? true }]
+				: [],
+		),
+		mode,
 	);
-	return {
+	const targets = await Promise.all(
+		deps.targets.map((t) =>
+			limit(() => t.run(desired.certificates, mode, signal, deps.onEndpoint, rollouts?.forTarget(t.name))),
+		),
+	);
+	const report: CycleReport = {
 		mode,
 		startedAt: started.toISOString(),
 		durationMs: deps.now().getTime() - started.getTime(),
@@ -70,6 +97,8 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, caller: AbortSi
 		...(desired.renewals ? { renewals: desired.renewals } : {}),
 		targets,
 	};
+	if (deps.rollout && rollouts) report.rollouts = await deps.rollout.finish(rollouts, report, mode);
+	return report;
 }
 
 /** The certificates a target receives: all, or those its config lists. */

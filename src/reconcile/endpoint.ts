@@ -38,6 +38,8 @@ import {
 	type StepView,
 	viewAction,
 } from "./report.js";
+import type { CheckResult, VerifySpec } from "./rollout.js";
+import { verifyCanary } from "./rollout-checks.js";
 import {
 	sameWorker,
 	type WorkerIdentity,
@@ -75,6 +77,8 @@ export interface EndpointJob {
 	 * never applied.
 	 */
 	holds?: ReadonlyMap<string, HeldView>;
+	/** sync, on a rollout's canary: the certificates to verify by what the endpoint serves after the writes. */
+	verify?: ReadonlyMap<string, VerifySpec>;
 	signal: AbortSignal;
 	now: () => Date;
 }
@@ -165,6 +169,7 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 			.filter((v) => v.class !== "shadowed" || !fixed.has(v.sni))
 			.map((v) => asPinned(v, pinnedRefs));
 	}
+	const checks = job.mode === "sync" ? await verifyCanaries(job) : [];
 	const classByRef = new Map<string, (typeof verdicts)[number]["class"]>();
 	for (const v of verdicts) if ("ref" in v) classByRef.set(v.ref, v.class);
 	const audit =
@@ -184,7 +189,8 @@ export async function processEndpoint(job: EndpointJob): Promise<EndpointReport>
 		verdicts,
 		steps: [...steps, ...heldSteps],
 		notes,
-		...heldReport(job, heldSteps),
+		...heldReport(job, heldSteps, checks),
+		...(checks.length > 0 ? { rolloutChecks: checks } : {}),
 		...(audit.length > 0 ? { audit } : {}),
 		...(plan.servingAfter.length > 0 ? { servingAfter: plan.servingAfter } : {}),
 		...crtListProblems(observation),
@@ -429,13 +435,55 @@ function heldView(action: HaproxyAction, why: string, hold: HeldView, mode: Endp
 
 /** The holds the report carries: a trust failure always (a chain that does not verify is wrong wherever it is), a
  * rollout's only where it held a write back. */
-function heldReport(job: EndpointJob, heldSteps: readonly StepView[]): { held?: HeldView[] } {
+function heldReport(
+	job: EndpointJob,
+	heldSteps: readonly StepView[],
+	checks: readonly CheckResult[],
+): { held?: HeldView[] } {
 	const carried = new Set(job.desired.map((d) => d.certificate.name));
 	const withSteps = new Set(heldSteps.map((s) => s.certificate));
 	const held = [...(job.holds?.values() ?? [])].filter(
 		(h) => carried.has(h.certificate) && (h.failed || withSteps.has(h.certificate)),
 	);
+	// A canary whose check failed: the rollout halts here, a failure of this endpoint naming the check.
+	const reported = new Set<string>();
+	for (const c of checks) {
+		if (c.ok || reported.has(c.certificate)) continue;
+		reported.add(c.certificate);
+		held.push({
+			certificate: c.certificate,
+			kind: "rollout",
+			code: c.code ?? "ROLLOUT_CHECK_FAILED",
+			message: `rollout halted: the ${c.check} check failed on this canary: ${c.message ?? ""}; the other endpoints keep the certificate they serve`,
+			...(c.hint ? { hint: c.hint } : {}),
+			failed: true,
+		});
+	}
 	return held.length > 0 ? { held } : {};
+}
+
+/** The rollout's checks of each certificate this canary verifies, once its writes are done. */
+async function verifyCanaries(job: EndpointJob): Promise<CheckResult[]> {
+	if (job.verify === undefined || job.verify.size === 0 || job.signal.aborted) return [];
+	const desired = job.desired.map((d) => d.certificate);
+	const probe = job.driver.probe?.bind(job.driver);
+	const out: CheckResult[] = [];
+	for (const [name, spec] of job.verify) {
+		const certificate = desired.find((d) => d.name === name);
+		if (certificate === undefined || job.holds?.has(name)) continue;
+		out.push(
+			...(await verifyCanary({
+				endpoint: `${job.target}/${job.driver.name}`,
+				certificate,
+				desired,
+				spec,
+				probe,
+				signal: job.signal,
+				now: job.now(),
+			})),
+		);
+	}
+	return out;
 }
 
 function workerKey(observation: Observed): { worker?: WorkerIdentity } {

@@ -8,12 +8,13 @@ import { formatDuration } from "../base/duration.js";
 import { type TrustStore, verifyBundle } from "../certificates/trust.js";
 import { canonicalCollisions, canonicalRef } from "../targets/haproxy/naming.js";
 import type { DuplicatePolicy } from "./classify.js";
-import type { CycleMode, TargetRunner } from "./cycle.js";
+import type { CycleMode, TargetRollout, TargetRunner } from "./cycle.js";
 import { selectCertificates } from "./cycle.js";
 import { processEndpoint } from "./endpoint.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
 import type { DesiredCertificate, EndpointDriver } from "./model.js";
 import { type EndpointReport, emptyEndpointReport, type HeldView, type TargetReport } from "./report.js";
+import type { VerifySpec } from "./rollout.js";
 import type { WriteQueues } from "./writers.js";
 
 export interface FleetOptions {
@@ -110,11 +111,14 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 	return {
 		name: options.name,
 		kind: options.kind,
+		endpoints: options.endpoints.map((e) => e.name),
+		carries: (certificate) => options.certificates?.includes(certificate) ?? true,
 		async run(
 			all: readonly DesiredCertificate[],
 			mode: CycleMode,
 			signal: AbortSignal,
 			onEndpoint?: (report: EndpointReport) => void,
+			rollout?: TargetRollout,
 		): Promise<TargetReport> {
 			const selected = selectCertificates(all, options.certificates);
 			// Names that collide on one ref (possible from sources; the config's are rejected by validation)
@@ -138,6 +142,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 						processOne(
 							driver,
 							{
+								...rolloutJob(holds, rollout?.forEndpoint(driver.name), options.trust),
 								target: options.name,
 								desired,
 								policy: options.policy,
@@ -146,7 +151,6 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 									? { newCertificateCrtList: options.newCertificateCrtList }
 									: {}),
 								...(options.newCertificateDirDefault ? { newCertificateDirDefault: true } : {}),
-								...(holds.size > 0 ? { holds } : {}),
 								mode,
 								signal,
 								now: options.now,
@@ -167,6 +171,26 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 				);
 			return { target: options.name, kind: options.kind, endpoints };
 		},
+	};
+}
+
+/** An endpoint's holds (the trust store's first: a chain it rejects goes nowhere) and the certificates it verifies. */
+function rolloutJob(
+	trust: ReadonlyMap<string, HeldView>,
+	rollout: ReturnType<TargetRollout["forEndpoint"]> | undefined,
+	store: TrustStore | undefined,
+): { holds?: ReadonlyMap<string, HeldView>; verify?: ReadonlyMap<string, VerifySpec> } {
+	const holds = new Map([...(rollout?.holds ?? []), ...trust]);
+	// The trust check uses rollout.trust_store, else the target's own.
+	const verify = new Map(
+		[...(rollout?.verify ?? [])].map(([c, spec]) => [
+			c,
+			spec.trust || !store ? spec : { ...spec, trust: store },
+		]),
+	);
+	return {
+		...(holds.size > 0 ? { holds } : {}),
+		...(verify.size > 0 ? { verify } : {}),
 	};
 }
 

@@ -246,6 +246,10 @@ export interface ServedCertificate {
 	notAfter: Date;
 	/** The served leaf's public-key algorithm (a client's signature algorithms choose among key types). */
 	keyType?: CertificateInfo["keyType"];
+	/** SHA-256 of each certificate sent after the leaf, in order (a TLS probe tells). */
+	chain?: string[];
+	/** PEM of the leaf and each certificate sent after it (a TLS probe tells): what a rollout's trust check verifies. */
+	presented?: string[];
 }
 
 /**
@@ -270,7 +274,7 @@ export interface EndpointDriver {
 	/** The worker that answers now, as an observation's `info` names it (`pid`, `uptime_sec`, `node`): a cheap look. */
 	worker?(): Promise<Record<string, string>>;
 	/** keyType: shake hands as a client of that key type (HAProxy picks among a name's certificates by it). */
-	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec"): Promise<ServedCertificate>;
+	probe?(sni: string, signal: AbortSignal, keyType?: "rsa" | "ec" | "ec-only"): Promise<ServedCertificate>;
 	/**
 	 * Reloads HAProxy (master CLI, or the API's forced reload) and says whether a new worker answers; absent when
 	 * the target cannot. `written`: the refs the reload is for, each already on disk with this content.

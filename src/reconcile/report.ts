@@ -4,6 +4,7 @@ import type { AuditEvent } from "./audit.js";
 import type { RefusalCode, Verdict } from "./classify.js";
 import type { Action, ActionOp, RenewalState, RenewalView, ReplacementView } from "./model.js";
 import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "./reload-budget.js";
+import type { CheckResult, RolloutView } from "./rollout.js";
 import type { ServingAfter } from "./serving.js";
 
 export type { RenewalState, RenewalView } from "./model.js";
@@ -96,6 +97,8 @@ export interface EndpointReport {
 	audit?: AuditEvent[];
 	/** Certificates held back from this endpoint (a chain the trust store rejects, a rollout stage). */
 	held?: HeldView[];
+	/** sync, on a rollout's canary: what each check of each certificate in rollout found (reconcile/rollout-checks.ts). */
+	rolloutChecks?: CheckResult[];
 }
 
 export interface TargetReport {
@@ -123,6 +126,8 @@ export interface CycleReport {
 	/** Certificates certificatee issues: where each stands after the cycle (absent in reports built by hand). */
 	renewals?: RenewalView[];
 	targets: TargetReport[];
+	/** The configured rollout: each certificate's stage, canaries and the rest, and what halted it. */
+	rollouts?: RolloutView[];
 }
 
 export interface SourceProblemView {
@@ -691,7 +696,28 @@ export function cycleFailures(report: CycleReport): Failure[] {
 						: `next attempt ${r.nextAttemptAt}`),
 			}),
 		);
-	return [...sources, ...orders, ...report.targets.flatMap((t) => t.endpoints.flatMap(endpointFailures))];
+	const endpoints = report.targets.flatMap((t) => t.endpoints.flatMap(endpointFailures));
+	// A halted rollout fails the cycle even where no canary ran in it (plan, or another member's canary).
+	const rollouts = (report.rollouts ?? [])
+		.filter(
+			(r) =>
+				r.stage === "halted" &&
+				!endpoints.some((f) => f.kind === "rollout" && f.certificate === r.certificate),
+		)
+		.map((r): Failure => {
+			const f = r.failure;
+			return {
+				kind: "rollout",
+				key: `rollout:${r.certificate}`,
+				subject: r.certificate,
+				certificate: r.certificate,
+				...(f ? { endpoint: f.endpoint } : {}),
+				code: f?.code ?? "ROLLOUT_HALTED",
+				message: `rollout of ${r.certificate} (serial ${r.serial}) halted${f ? `: ${f.check} check failed on canary ${f.endpoint}: ${f.message}` : ""}`,
+				hint: f?.hint ?? "a new version of the certificate starts the rollout again",
+			};
+		});
+	return [...sources, ...orders, ...endpoints, ...rollouts];
 }
 
 /**

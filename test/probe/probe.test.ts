@@ -34,7 +34,10 @@ describe("probe: what a TLS handshake by SNI shows", () => {
 			notAfter: new Date(x.validTo),
 			keyType: "ec",
 			chain: [],
+			presented: [expect.stringMatching(/^-----BEGIN CERTIFICATE-----\n/)],
 		});
+		// The leaf as sent, in PEM: what a rollout's trust check verifies.
+		expect(new X509Certificate(served.presented[0] as string).fingerprint256).toBe(x.fingerprint256);
 		expect((await probeServed({ address: h.address, sni: "other.test" })).names).toEqual(["default.invalid"]);
 	});
 

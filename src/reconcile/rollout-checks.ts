@@ -1,0 +1,156 @@
+/**
+ * A rollout's checks on one canary endpoint, after its writes: what HAProxy serves, by TLS probes by SNI. `serial`
+ * (every DNS name serves the new leaf), `chain` (the intermediates served are the bundle's), `key-types` (where an
+ * RSA and an ECDSA certificate share a name, an ECDSA-only client gets the ECDSA one and an RSA-only client the
+ * RSA one), `trust` (the served chain verifies against the trust store). One result per check.
+ */
+import { certificatesOf, verifyChain } from "../certificates/trust.js";
+import { describeError } from "../errors.js";
+import type { DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
+import type { CheckResult, RolloutCheck, VerifySpec } from "./rollout.js";
+
+type Probe = NonNullable<EndpointDriver["probe"]>;
+
+export async function verifyCanary(input: {
+	endpoint: string;
+	certificate: DesiredCertificate;
+	desired: readonly DesiredCertificate[];
+	spec: VerifySpec;
+	probe: Probe | undefined;
+	signal: AbortSignal;
+	now: Date;
+}): Promise<CheckResult[]> {
+	const { certificate, spec, endpoint } = input;
+	const name = certificate.name;
+	const leaf = certificate.bundle.leaf;
+	const snis = leaf.dnsNames.filter((n) => !n.startsWith("*."));
+	const result = (check: RolloutCheck, failure?: { code: string; message: string; hint?: string }) =>
+		failure ? { certificate: name, check, ok: false, ...failure } : { certificate: name, check, ok: true };
+	if (input.probe === undefined || snis.length === 0)
+		return spec.checks.map((check) =>
+			result(check, {
+				code: "ROLLOUT_UNVERIFIABLE",
+				message: `${name} on canary ${endpoint}: ${input.probe === undefined ? "the endpoint has no probe address" : "the certificate has no DNS name to probe by SNI"}: a canary is verified by what it serves`,
+				hint: "configure probe (host:port of the TLS bind) on every endpoint of the rollout",
+			}),
+		);
+	const probe = input.probe;
+	const keyType = leaf.keyType === "rsa" || leaf.keyType === "ec" ? leaf.keyType : undefined;
+	const served: Array<{ sni: string; got?: ServedCertificate; error?: string }> = [];
+	for (const sni of snis) {
+		try {
+			served.push({ sni, got: await probe(sni, input.signal, keyType) });
+		} catch (e) {
+			served.push({ sni, error: describeError(e) });
+		}
+	}
+	const out: CheckResult[] = [];
+	for (const check of spec.checks) {
+		out.push(result(check, await failureOf(check, { ...input, probe, served })));
+	}
+	return out;
+}
+
+async function failureOf(
+	check: RolloutCheck,
+	input: Parameters<typeof verifyCanary>[0] & {
+		probe: Probe;
+		served: Array<{ sni: string; got?: ServedCertificate; error?: string }>;
+	},
+): Promise<{ code: string; message: string; hint?: string } | undefined> {
+	const { certificate, endpoint, served } = input;
+	const leaf = certificate.bundle.leaf;
+	const at = `${certificate.name} on canary ${endpoint}`;
+	const unreachable = served.find((s) => s.got === undefined);
+	if (unreachable && check !== "key-types")
+		return {
+			code: "ROLLOUT_HANDSHAKE_FAILED",
+			message: `${at}: the probe of ${unreachable.sni} failed: ${unreachable.error}`,
+			hint: "check that the canary serves the name (its probe address, its bind and crt-list)",
+		};
+	switch (check) {
+		case "serial": {
+			const wrong = served.find((s) => s.got?.serial !== leaf.serial);
+			return wrong
+				? {
+						code: "ROLLOUT_SERIAL_MISMATCH",
+						message: `${at}: ${wrong.sni} serves serial ${wrong.got?.serial}, want ${leaf.serial}`,
+						hint: "another certificate wins the name on the canary (see its shadowed and ambiguous refs), or the write did not take",
+					}
+				: undefined;
+		}
+		case "chain": {
+			const want = certificate.bundle.chain.map((c) => c.fingerprint);
+			const wrong = served.find(
+				(s) =>
+					s.got?.chain !== undefined &&
+					(s.got.chain.length !== want.length || s.got.chain.some((f, i) => f !== want[i])),
+			);
+			return wrong
+				? {
+						code: "ROLLOUT_CHAIN_MISMATCH",
+						message: `${at}: ${wrong.sni} serves ${wrong.got?.chain?.length} intermediate(s) other than the bundle's ${want.length}`,
+						hint: "HAProxy completes or replaces the chain (issuers-chain-path, a .issuer file): make the bundle carry the chain to serve",
+					}
+				: undefined;
+		}
+		case "trust": {
+			if (input.spec.trust === undefined)
+				return {
+					code: "ROLLOUT_NO_TRUST_STORE",
+					message: `${at}: the trust check needs a trust store`,
+					hint: "set rollout.trust_store (a PEM bundle or system), or leave trust out of rollout.verify",
+				};
+			for (const s of served) {
+				const chain = certificatesOf((s.got?.presented ?? []).join(""));
+				const verdict = verifyChain(
+					chain,
+					input.spec.trust,
+					input.now,
+					`${at}: ${s.sni} serves a chain that`,
+				);
+				if (!verdict.ok)
+					return {
+						code: "ROLLOUT_CHAIN_UNTRUSTED",
+						message: `${verdict.code}: ${verdict.message}`,
+						hint: verdict.hint,
+					};
+			}
+			return undefined;
+		}
+		case "key-types": {
+			const mine = leaf.keyType;
+			if (mine !== "rsa" && mine !== "ec") return undefined;
+			for (const s of served) {
+				// A desired certificate of the other key type for this name: both must be served, each to its client.
+				const twin = input.desired.find(
+					(d) =>
+						d.name !== certificate.name &&
+						d.bundle.leaf.keyType === (mine === "rsa" ? "ec" : "rsa") &&
+						d.bundle.leaf.dnsNames.includes(s.sni),
+				);
+				if (twin === undefined) continue;
+				const ec = mine === "ec" ? certificate : twin;
+				const rsa = mine === "rsa" ? certificate : twin;
+				for (const [client, want] of [
+					["ec-only", ec],
+					["rsa", rsa],
+				] as const) {
+					let got: string;
+					try {
+						got = (await input.probe(s.sni, input.signal, client)).serial;
+					} catch (e) {
+						got = describeError(e);
+					}
+					if (got !== want.bundle.leaf.serial)
+						return {
+							code: "ROLLOUT_KEY_TYPE_MISMATCH",
+							message: `${at}: an ${client === "rsa" ? "RSA" : "ECDSA"}-only client asking for ${s.sni} gets ${got}, want ${want.name} (serial ${want.bundle.leaf.serial})`,
+							hint: "both certificates of the name must be on the canary, each of its key type: see the endpoint's refs and unmanaged twins",
+						};
+				}
+			}
+			return undefined;
+		}
+	}
+}
