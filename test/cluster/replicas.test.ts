@@ -206,9 +206,12 @@ describe("cluster: replicas on one etcd", () => {
 		expect(renew.code, renew.stderr).toBe(0);
 		await r.replica(leader).daemon.waitForLog(/certificate issued/, { from, timeoutMs: 15_000 });
 		const issuedAt = Date.now();
-		await r.waitServed(API, (s) => s !== first[0], 5_000);
+		const served = await r.waitServed(API, (s) => s !== first[0], 5_000);
 		expect(Date.now() - issuedAt).toBeLessThan(5_000);
 		expect((await history(r, `api-${tag}`)).length).toBe(2);
+		// The command waited for it, as with a daemon alone: the new serial, once every node served it.
+		expect(renew.stdout).toContain(`api-${tag}: serial ${served[0]} served at`);
+		expect(renew.stdout.match(/: served$/gm)).toHaveLength(nodes.length);
 	}, 300_000);
 });
 

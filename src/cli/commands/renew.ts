@@ -15,6 +15,7 @@ import { buildSources } from "../../sources/registry.js";
 import { REVOCATION_REASONS, type RevocationReason } from "../../sources/types.js";
 import { type FileStore, openFileStore } from "../../store/file-store.js";
 import { stateLockOwner } from "../../store/lock.js";
+import { readCertificateRecord } from "../../store/records.js";
 import {
 	announcedDaemon,
 	isWaiting,
@@ -77,13 +78,17 @@ export async function renewCommand(
 	const wait = waitMs(options.wait);
 	if (config.cluster) {
 		const reader = openClusterReader(config.cluster);
+		const requestedAt = new Date();
+		let before: string | undefined;
 		try {
-			await requestRenewal(reader.store, name, { force, now: new Date(), ...maxOrders(config) });
+			before = (await readCertificateRecord(reader.store, name))?.value.history[0]?.serial;
+			await requestRenewal(reader.store, name, { force, now: requestedAt, ...maxOrders(config) });
 		} finally {
 			await reader.close();
 		}
 		logRequested(ctx, name, force);
-		return clusterRecorded(ctx, name);
+		clusterRecorded(ctx, name);
+		return waitClusterServed(ctx, config, { certificate: name, kind: "renew", before, requestedAt, wait });
 	}
 	const local = await openLocalOrDaemon(config);
 	if ("daemon" in local)
@@ -137,7 +142,85 @@ export async function openLocalOrDaemon(config: Config): Promise<{ store: FileSt
 function clusterRecorded(ctx: CommandContext, name: string): void {
 	ctx.log.info(
 		{ certificate: name },
-		"request recorded in etcd: the leader orders it within seconds and every member pushes it (certificatee status shows it)",
+		"request recorded in etcd: the leader orders it within seconds and every member pushes it",
+	);
+}
+
+/**
+ * In a cluster: waits (within `wait`) until a serial other than `before` is issued for the certificate and every
+ * endpoint that carries it serves it, looking as `status` does (a read-only cycle: etcd's state, every endpoint
+ * observed and probed), then prints it as a running daemon's answer is printed. Not served within `wait`:
+ * NOT_AVAILABLE, saying where it stands (the members carry on).
+ */
+async function waitClusterServed(
+	ctx: CommandContext,
+	config: Config,
+	ask: { certificate: string; kind: string; before: string | undefined; requestedAt: Date; wait: number },
+): Promise<void> {
+	const { buildEngine } = await import("../../daemon/engine.js");
+	const { runCycle } = await import("../../reconcile/cycle.js");
+	const { certificateOnEndpoint } = await import("../../reconcile/report.js");
+	const deadline = ask.requestedAt.getTime() + ask.wait;
+	const engine = await buildEngine(config, { log: ctx.log, readOnly: true });
+	let where = "not issued yet";
+	try {
+		for (;;) {
+			const report = await runCycle(
+				engine.deps,
+				"plan",
+				AbortSignal.timeout(Math.max(1000, deadline - Date.now())),
+			);
+			const serial = report.certificates.find((c) => c.name === ask.certificate)?.serial;
+			if (serial !== undefined && serial !== ask.before) {
+				const endpoints = report.targets.flatMap((t) =>
+					t.endpoints.flatMap((e) => {
+						const on = certificateOnEndpoint(e, ask.certificate);
+						return on ? [{ target: t.target, endpoint: e.endpoint, on }] : [];
+					}),
+				);
+				const behind = endpoints.filter((e) => !e.on.converged);
+				if (behind.length === 0) {
+					const at = new Date().toISOString();
+					if (ctx.options.json)
+						ctx.out(
+							JSON.stringify(
+								{
+									certificate: ask.certificate,
+									serial,
+									servedAt: at,
+									endpoints: endpoints.map((e) => ({
+										target: e.target,
+										endpoint: e.endpoint,
+										converged: true,
+									})),
+								},
+								null,
+								2,
+							),
+						);
+					else {
+						ctx.out(`${ask.certificate}: serial ${serial} served at ${at}`);
+						ctx.out(`  requested ${ask.requestedAt.toISOString()} (recorded in etcd)`);
+						for (const e of endpoints)
+							ctx.out(`  ${e.endpoint === e.target ? e.target : `${e.target} ${e.endpoint}`}: served`);
+					}
+					return;
+				}
+				where = `serial ${serial} issued, served on ${endpoints.length - behind.length}/${endpoints.length} endpoints: ${behind.map((e) => `${e.endpoint}: ${e.on.reason ?? "not converged"}`).join("; ")}`;
+			}
+			if (Date.now() >= deadline) break;
+			await new Promise((done) => setTimeout(done, Math.min(1000, Math.max(0, deadline - Date.now()))));
+		}
+	} finally {
+		await engine.close();
+	}
+	throw new CertificateeError(
+		"NOT_AVAILABLE",
+		`the ${ask.kind} request for "${ask.certificate}" is recorded in etcd but not served everywhere within --wait (${Math.round(ask.wait / 1000)} s): ${where}`,
+		{
+			context: { certificate: ask.certificate, operation: ask.kind },
+			hint: "the members carry on: certificatee status shows when the new certificate is served; check that a leader is elected (status, CLUSTER)",
+		},
 	);
 }
 
@@ -303,7 +386,10 @@ export async function revokeCommand(
 		shared = { store: local.store, close: async () => local.store.close() };
 	}
 	const store = shared.store;
+	const requestedAt = new Date();
+	let before: string | undefined;
 	try {
+		before = (await readCertificateRecord(store, name))?.value.history[0]?.serial;
 		const built = await buildSources(config.sources, { store });
 		try {
 			const revoked = await revokeLatest(store, built.issuers, name, reason, AbortSignal.timeout(120_000));
@@ -315,6 +401,9 @@ export async function revokeCommand(
 	} finally {
 		await shared.close();
 	}
-	if (config.cluster) return clusterRecorded(ctx, name);
+	if (config.cluster) {
+		clusterRecorded(ctx, name);
+		return waitClusterServed(ctx, config, { certificate: name, kind: "revoke", before, requestedAt, wait });
+	}
 	return syncCommand(ctx);
 }
