@@ -7,6 +7,8 @@ export const ERROR_CODES = [
 	"CONFIG_NOT_FOUND",
 	"CONFIG_INVALID",
 	"CONFIG_SECRET_UNREADABLE",
+	/** A secret file another account can read (issue 25, finding 12): refused, like ssh refuses such a key. */
+	"CONFIG_SECRET_EXPOSED",
 	// certificate bundles
 	"BUNDLE_EMPTY",
 	"BUNDLE_TOO_LARGE",
@@ -71,6 +73,8 @@ export const ERROR_CODES = [
 	/** The state directory cannot be created or written by this user (permissions, a read-only mount). */
 	"STATE_UNWRITABLE",
 	"STATE_CONFLICT",
+	/** A pre-existing state_dir other accounts can write (issue 25, finding 12). */
+	"STATE_EXPOSED",
 	"STATE_CORRUPT",
 	// cluster (docs/cluster.md)
 	/** etcd could not be reached or did not answer within the deadline. */
@@ -139,6 +143,14 @@ export class CertificateeError extends Error {
 			retryable: this.retryable,
 		};
 	}
+}
+
+/** A secret file that is too open (secretFileExposure's text), refused. */
+export function exposedSecret(file: string, field: string, why: string): CertificateeError {
+	return new CertificateeError("CONFIG_SECRET_EXPOSED", why, {
+		context: { file, field },
+		hint: `chmod 600 ${file} (or chown root:<certificatee's group> and chmod 640): only certificatee's user may read a secret`,
+	});
 }
 
 export function isCertificateeError(e: unknown, code?: ErrorCode): e is CertificateeError {

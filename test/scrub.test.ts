@@ -40,10 +40,12 @@ describe("scrubSecrets", () => {
 	});
 
 	it("removes every secret the configuration loaded by value, whatever its shape: password files, ${ENV}, TSIG, the encryption key", () => {
-		writeFileSync(join(dir, "dpapi"), "short-pw\n");
-		writeFileSync(join(dir, "tsig.key"), `key "k" {\n\talgorithm hmac-sha256;\n\tsecret "${TSIG}";\n};\n`);
+		writeFileSync(join(dir, "dpapi"), "short-pw\n", { mode: 0o600 });
+		writeFileSync(join(dir, "tsig.key"), `key "k" {\n\talgorithm hmac-sha256;\n\tsecret "${TSIG}";\n};\n`, {
+			mode: 0o600,
+		});
 		const encryption = Buffer.alloc(32, 7).toString("hex");
-		writeFileSync(join(dir, "enc"), `${encryption}\n`);
+		writeFileSync(join(dir, "enc"), `${encryption}\n`, { mode: 0o600 });
 		interpolate(
 			{ targets: [{ password_file: join(dir, "dpapi") }, { token: "${API_TOKEN}" }] },
 			{ API_TOKEN: "plain words here" },

@@ -74,7 +74,7 @@ export function startClaim(conn: EtcdConnection, session: Session, options: Clai
 					ours = { lease, createRevision: res.header.revision };
 					pastLeases.add(lease);
 					current = value;
-					log.info({ key, createRevision: res.header.revision }, "etcd key claimed");
+					log.info({ etcd_key: key, createRevision: res.header.revision }, "etcd key claimed");
 					return emitIfChanged();
 				}
 				kv = firstKv(res.responses[0]?.response_range.kvs);
@@ -97,7 +97,7 @@ export function startClaim(conn: EtcdConnection, session: Session, options: Clai
 			ours = undefined;
 			if (kv !== undefined && pastLeases.has(kv.lease)) {
 				// Left on a lease we lost: nobody can take it until the server expires it, so remove it now.
-				log.info({ key }, "etcd key left on a lost lease of ours; deleting it");
+				log.info({ etcd_key: key }, "etcd key left on a lost lease of ours; deleting it");
 				await deleteIfCreated(kv.create_revision).catch((e: unknown) => {
 					throw clusterUnavailable(conn.settings, `delete ${key}`, e);
 				});
@@ -109,7 +109,7 @@ export function startClaim(conn: EtcdConnection, session: Session, options: Clai
 
 	const loop = startLoop(step, {
 		everyMs: options.everyMs ?? 5000,
-		onError: (e) => log.warn({ key, err: describeError(e) }, "etcd claim failed; retrying"),
+		onError: (e) => log.warn({ etcd_key: key, err: describeError(e) }, "etcd claim failed; retrying"),
 	});
 	const watch = watchKick(conn, { key }, loop.kick, log);
 	const offSession = session.onChange(() => {

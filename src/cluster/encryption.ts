@@ -9,7 +9,8 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { CertificateeError, rememberSecret } from "../errors.js";
+import { secretFileExposure } from "../base/secret-file.js";
+import { CertificateeError, exposedSecret, rememberSecret } from "../errors.js";
 
 export const ENCRYPTION_KEY_ENV = "CERTIFICATEE_ENCRYPTION_KEY";
 export const ENCRYPTION_KEY_FIELD = "cluster.encryption_key_file";
@@ -97,6 +98,8 @@ export function loadEncryptionKey(path: string | undefined, env: NodeJS.ProcessE
 			},
 		);
 	}
+	const exposed = secretFileExposure(path, ENCRYPTION_KEY_FIELD);
+	if (exposed !== undefined) throw exposedSecret(path, ENCRYPTION_KEY_FIELD, exposed);
 	const key = parseEncryptionKey(text);
 	if (key) return remembered(key, text);
 	throw new CertificateeError(

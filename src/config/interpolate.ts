@@ -4,6 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
+import { secretFileExposure } from "../base/secret-file.js";
 import { CertificateeError, rememberSecret } from "../errors.js";
 
 /** Keys whose value may come from a file named by `<key>_file`. */
@@ -66,6 +67,9 @@ export function interpolate(
 			const absolute = isAbsolute(file) ? file : resolve(baseDir, file);
 			try {
 				out[key] = readFileSync(absolute, "utf8").replace(/\r?\n$/, "");
+				const exposed = secretFileExposure(absolute, fileKey);
+				if (exposed !== undefined)
+					problems.push({ path: where, message: exposed, supersedes: formatPath([...path, key]) });
 			} catch (e) {
 				const reason = (e as NodeJS.ErrnoException).code ?? "unreadable";
 				problems.push({

@@ -22,6 +22,7 @@ import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
+import { checkStateDir } from "../store/state-dir.js";
 import type { StateStore } from "../store/types.js";
 import { orphanStaging } from "../targets/directory/orphans.js";
 import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/registry.js";
@@ -67,6 +68,8 @@ export function haproxyEndpoints(config: Config): Array<{ target: string; endpoi
 
 export async function buildEngine(config: Config, options: EngineOptions): Promise<BuiltEngine> {
 	const now = options.now ?? (() => new Date());
+	const stateDir = checkStateDir(config.state_dir);
+	if (stateDir.warning) options.log.warn({ state_dir: config.state_dir }, stateDir.warning);
 	// The local store always: its lock keeps two processes off one state_dir, and it holds the fleet's memory.
 	const store = await openFileStore(config.state_dir, { readOnly: options.readOnly });
 	const targets: BuiltTarget[] = [];

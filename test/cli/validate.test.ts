@@ -46,7 +46,7 @@ describe("cli/validate (the built CLI as a child process)", () => {
 		expect(missing.stdout).toContain(
 			`dns01.rfc2136.tsig_secret_file ${join(dir, "tsig.key")} cannot be read: ENOENT`,
 		);
-		writeFileSync(join(dir, "tsig.key"), "not a secret!\n");
+		writeFileSync(join(dir, "tsig.key"), "not a secret!\n", { mode: 0o600 });
 		const garbled = await certificatee(["validate", "--config", f]);
 		expect(garbled.code).toBe(1);
 		expect(garbled.stdout).toContain("does not hold a base64 secret");

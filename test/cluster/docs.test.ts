@@ -29,8 +29,8 @@ describe("docs/cluster.md", () => {
 
 	it("the three-replica configuration loads with what the unit gives it (member, state directory, credentials)", () => {
 		const example = yamlBlocks.find((b) => b.includes(`\${CERTIFICATEE_MEMBER}`)) as string;
-		writeFileSync(join(dir, "etcd-password"), "etcd-secret\n");
-		writeFileSync(join(dir, "dpapi"), "dpapi-secret\n");
+		writeFileSync(join(dir, "etcd-password"), "etcd-secret\n", { mode: 0o600 });
+		writeFileSync(join(dir, "dpapi"), "dpapi-secret\n", { mode: 0o600 });
 		const env = {
 			CERTIFICATEE_MEMBER: "lb-ctl-2",
 			STATE_DIRECTORY: join(dir, "lb-ctl-2"),

@@ -37,7 +37,7 @@ describe("cluster/schema", () => {
 	});
 
 	it("reads the documented example from YAML, with password_file, an environment variable and paths relative to the file", () => {
-		writeFileSync(join(dir, "etcd-password"), "from-file\n");
+		writeFileSync(join(dir, "etcd-password"), "from-file\n", { mode: 0o600 });
 		const file = join(dir, "cluster.yaml");
 		writeFileSync(
 			file,

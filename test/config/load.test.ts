@@ -8,7 +8,7 @@ import { CertificateeError } from "../../src/errors.js";
 const dir = mkdtempSync(join(tmpdir(), "certificatee-config-"));
 function file(name: string, text: string): string {
 	const p = join(dir, name);
-	writeFileSync(p, text);
+	writeFileSync(p, text, { mode: 0o600 });
 	return p;
 }
 
@@ -411,7 +411,7 @@ describe("config/load: what would fail later is rejected now", () => {
 	it("resolves every relative path against the configuration file's directory, not the working directory", () => {
 		const sub = join(dir, "etc");
 		mkdirSync(sub, { recursive: true });
-		writeFileSync(join(sub, "dpapi.secret"), "from-beside-the-config\n");
+		writeFileSync(join(sub, "dpapi.secret"), "from-beside-the-config\n", { mode: 0o600 });
 		const f = join(sub, "relative.yaml");
 		writeFileSync(
 			f,

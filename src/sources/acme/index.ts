@@ -11,9 +11,10 @@ import { createSecureContext } from "node:tls";
 import acme from "acme-client";
 import pLimit from "p-limit";
 import { Agent } from "undici";
+import { secretFileExposure } from "../../base/secret-file.js";
 import { encodePem, splitPem } from "../../certificates/pem.js";
 import { Secret } from "../../certificates/types.js";
-import { CertificateeError } from "../../errors.js";
+import { CertificateeError, exposedSecret } from "../../errors.js";
 import type { StateStore } from "../../store/types.js";
 import {
 	type ChallengeMaps,
@@ -82,8 +83,12 @@ const silent: AcmeLogger = { info() {}, warn() {} };
 
 function readConfigFile(file: string, field: string, secret: boolean): string {
 	try {
-		return readFileSync(file, "utf8").trim();
+		const text = readFileSync(file, "utf8").trim();
+		const exposed = secret ? secretFileExposure(file, field) : undefined;
+		if (exposed !== undefined) throw exposedSecret(file, field, exposed);
+		return text;
 	} catch (e) {
+		if (e instanceof CertificateeError) throw e;
 		throw new CertificateeError(
 			secret ? "CONFIG_SECRET_UNREADABLE" : "CONFIG_INVALID",
 			`cannot read ${field} ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,

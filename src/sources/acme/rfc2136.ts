@@ -6,7 +6,8 @@
  */
 import { lookup } from "node:dns/promises";
 import { readFileSync } from "node:fs";
-import { CertificateeError, rememberSecret } from "../../errors.js";
+import { secretFileExposure } from "../../base/secret-file.js";
+import { CertificateeError, exposedSecret, rememberSecret } from "../../errors.js";
 import {
 	type DnsServer,
 	exchangeTcp,
@@ -58,6 +59,8 @@ export function readTsigSecret(file: string): Buffer {
 			e,
 		);
 	}
+	const exposed = secretFileExposure(file, `${FIELD}.tsig_secret_file`);
+	if (exposed !== undefined) throw exposedSecret(file, `${FIELD}.tsig_secret_file`, exposed);
 	const base64 = (/\bsecret\s+"([^"]*)"/.exec(text)?.[1] ?? text).replace(/\s+/g, "");
 	if (base64.length === 0 || base64.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(base64)) {
 		throw secretError(file, "does not hold a base64 secret");

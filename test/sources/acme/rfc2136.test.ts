@@ -235,12 +235,13 @@ describe("RFC 2136 updates against BIND 9", () => {
 describe("readTsigSecret", () => {
 	it("reads bare base64 and tsig-keygen's key file; names the file when missing or not base64", async () => {
 		const bare = path.join(dir, "bare");
-		await writeFile(bare, "c2VjcmV0LXNlY3JldC1zZWNyZXQ=\n");
+		await writeFile(bare, "c2VjcmV0LXNlY3JldC1zZWNyZXQ=\n", { mode: 0o600 });
 		expect(readTsigSecret(bare).toString()).toBe("secret-secret-secret");
 		const keyFile = path.join(dir, "bind.key");
 		await writeFile(
 			keyFile,
 			'key "certificatee" {\n\talgorithm hmac-sha256;\n\tsecret "c2VjcmV0LXNlY3JldC1zZWNyZXQ=";\n};\n',
+			{ mode: 0o600 },
 		);
 		expect(readTsigSecret(keyFile).toString()).toBe("secret-secret-secret");
 
@@ -252,7 +253,7 @@ describe("readTsigSecret", () => {
 			}),
 		);
 		const text = path.join(dir, "not-base64");
-		await writeFile(text, "hunter2 is my password!\n");
+		await writeFile(text, "hunter2 is my password!\n", { mode: 0o600 });
 		let caught: unknown;
 		try {
 			readTsigSecret(text);
