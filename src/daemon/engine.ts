@@ -113,6 +113,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 					readOnly: options.readOnly,
 					memory,
 					stateDir: config.state_dir,
+					localStore: store,
 					...(options.backoff === false ? { backoff: false } : {}),
 					...(cluster ? { owns: cluster.owns } : {}),
 					// A late push from a lagging or deposed replica never replaces a newer certificate.

@@ -7,6 +7,7 @@ import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
 import type { FleetMemory } from "../reconcile/fleet-memory.js";
 import type { WriteQueues } from "../reconcile/writers.js";
+import type { StateStore } from "../store/types.js";
 
 /** What the engine gives every target kind's factory. */
 export interface TargetDeps {
@@ -26,6 +27,8 @@ export interface TargetDeps {
 	backoff?: boolean;
 	/** The state directory, for what a target must remember across restarts (failed on_change hooks). */
 	stateDir?: string;
+	/** The local state store (state_dir's, also in a cluster): what a target remembers of this host (pending on_change runs). */
+	localStore?: StateStore;
 	/**
 	 * A cluster sharding endpoints (docs/cluster.md): whether this replica pushes the endpoint now. Asked each
 	 * cycle, as members come and go; endpoints it does not own are left out of its cycle. Absent: all.

@@ -1,11 +1,15 @@
 /**
- * on_change commands that have not succeeded since their files changed, remembered on disk (one empty file per
- * certificate under <state_dir>/hooks/<target>/) so a failed hook is retried every cycle, across restarts,
- * until it succeeds. Marked before the command runs, cleared after it succeeds: a crash in between retries it.
+ * on_change commands that have not succeeded since their files changed, remembered in the local state store
+ * (record `hooks/<target>/<certificate>`, `{ pending }`) so a failed hook is retried every cycle, across
+ * restarts, until it succeeds. Marked before the command runs, cleared after it succeeds: a crash in between
+ * retries it. Local even in a cluster: a directory target writes this host's files, and this host runs its hook.
+ * Before the store, each pending hook was an empty file `<state_dir>/hooks/<target>/<certificate>`: one left
+ * by an older version still counts as pending, and is removed when the hook succeeds.
  */
-import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { CertificateeError } from "../../errors.js";
+import { CertificateeError, isCertificateeError } from "../../errors.js";
+import type { StateStore } from "../../store/types.js";
 
 export interface PendingHooks {
 	has(certificate: string): Promise<boolean>;
@@ -13,7 +17,7 @@ export interface PendingHooks {
 	clear(certificate: string): Promise<void>;
 }
 
-/** A name used as one path segment under state_dir: never `/`, `..` or NUL (a target named ../../x escaped it). */
+/** A name used as one segment of a state key: never `/`, `..` or NUL (a target named ../../x escaped state_dir). */
 const PLAIN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 function segment(name: string, what: string): string {
@@ -28,20 +32,51 @@ function segment(name: string, what: string): string {
 	);
 }
 
-export function pendingHooksIn(stateDir: string, target: string): PendingHooks {
-	const dir = join(stateDir, "hooks", segment(target, "target"));
-	const file = (certificate: string) => join(dir, segment(certificate, "certificate"));
+const isPending = (value: unknown) =>
+	typeof value === "object" && value !== null && (value as { pending?: unknown }).pending === true;
+
+/** `store` is the local state store; `legacyStateDir` (its directory) is where older versions left files. */
+export function pendingHooksIn(store: StateStore, target: string, legacyStateDir?: string): PendingHooks {
+	const prefix = `hooks/${segment(target, "target")}`;
+	const key = (certificate: string) => `${prefix}/${segment(certificate, "certificate")}`;
+	const legacy = (certificate: string) =>
+		legacyStateDir === undefined
+			? undefined
+			: join(legacyStateDir, "hooks", target, segment(certificate, "certificate"));
+
+	async function set(certificate: string, pending: boolean): Promise<void> {
+		// One writer per target in practice (the cycle); a conflict only means another write came first.
+		for (let attempt = 0; ; attempt++) {
+			const current = await store.get(key(certificate));
+			if (isPending(current?.value) === pending && current !== undefined) return;
+			if (!pending && current === undefined) return;
+			try {
+				await store.put(key(certificate), { pending }, current?.version ?? 0);
+				return;
+			} catch (e) {
+				if (attempt >= 2 || !isCertificateeError(e, "STATE_CONFLICT")) throw e;
+			}
+		}
+	}
+
 	return {
-		has: (certificate) =>
-			stat(file(certificate)).then(
-				() => true,
-				() => false,
-			),
-		async mark(certificate) {
-			await mkdir(dir, { recursive: true, mode: 0o700 });
-			await writeFile(file(certificate), "", { mode: 0o600 });
+		async has(certificate) {
+			const current = await store.get(key(certificate));
+			if (current !== undefined) return isPending(current.value);
+			const old = legacy(certificate);
+			return old === undefined
+				? false
+				: stat(old).then(
+						() => true,
+						() => false,
+					);
 		},
-		clear: (certificate) => rm(file(certificate), { force: true }),
+		mark: (certificate) => set(certificate, true),
+		async clear(certificate) {
+			const old = legacy(certificate);
+			if (old !== undefined) await rm(old, { force: true });
+			await set(certificate, false);
+		},
 	};
 }
 

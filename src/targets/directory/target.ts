@@ -1,4 +1,4 @@
-/** The `directory` kind as a target: one endpoint (its path); failed on_change runs remembered in the state directory. */
+/** The `directory` kind as a target: one endpoint (its path); failed on_change runs remembered in the local state store. */
 import type { TargetFactory } from "../types.js";
 import { pendingHooksIn } from "./pending-hooks.js";
 import { createDirectoryRunner } from "./runner.js";
@@ -6,7 +6,9 @@ import { createDirectoryRunner } from "./runner.js";
 export const directoryTarget: TargetFactory<"directory"> = (config, deps) => ({
 	...createDirectoryRunner(
 		config,
-		deps.stateDir && !deps.readOnly ? { pendingHooks: pendingHooksIn(deps.stateDir, config.name) } : {},
+		deps.localStore && !deps.readOnly
+			? { pendingHooks: pendingHooksIn(deps.localStore, config.name, deps.stateDir) }
+			: {},
 		deps.now,
 		deps.neverDowngrade ? { neverDowngrade: true } : {},
 	),
