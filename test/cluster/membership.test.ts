@@ -36,6 +36,18 @@ describe("cluster membership (real etcd)", () => {
 		await etcd?.stop();
 	});
 
+	it("the claim's log line names the etcd key it claimed (issue 25, finding 12: the field `key` is redacted for key material)", async () => {
+		const prefix = uniquePrefix();
+		const [m] = group(prefix, ["solo"]);
+		const claimed = await eventually(
+			"the claim is logged",
+			() => m?.lines.find((l) => l.msg === "etcd key claimed") as Record<string, unknown> | undefined,
+			WITHIN_MS,
+		);
+		expect(claimed.etcd_key).toBe(`${MEMBERS_PREFIX}solo`);
+		expect(JSON.stringify(claimed)).not.toContain("[redacted]");
+	});
+
 	it("every member sees the same sorted list and the endpoints split between them, each owned by exactly one", async () => {
 		const prefix = uniquePrefix();
 		const ms = group(prefix, ["c", "a", "b"]);
