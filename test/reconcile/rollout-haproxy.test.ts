@@ -9,7 +9,6 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parseBundle } from "../../src/certificates/index.js";
 import { loadTrustStore } from "../../src/certificates/trust.js";
 import { renderPlan } from "../../src/cli/print.js";
 import { type CycleMode, runCycle } from "../../src/reconcile/cycle.js";
@@ -22,6 +21,7 @@ import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../
 import { scaled } from "../harness/deadline.js";
 import type { Haproxy } from "../harness/haproxy.js";
 import { rig, servedSerial } from "../harness/targets.js";
+import { desiredWithChain } from "./scenario.js";
 
 let root: TestIssuer;
 let intermediate: TestIssuer;
@@ -34,12 +34,8 @@ beforeAll(async () => {
 });
 
 const issue = () => issueTestLeaf(root, { names, intermediates: [intermediate] });
-const want = (leaf: TestLeaf, chain = leaf.chainPem): DesiredCertificate => ({
-	name: "web",
-	names,
-	bundle: parseBundle({ cert: leaf.certPem, chain, key: leaf.keyPem }, { source: "test" }),
-	origin: "test",
-});
+const want = (leaf: TestLeaf, chain = leaf.chainPem): DesiredCertificate =>
+	desiredWithChain("web", leaf, names, chain);
 const noStyle = { paint: (c: { text: string }) => c.text } as Parameters<typeof renderPlan>[1];
 
 interface Fleet {
@@ -55,10 +51,13 @@ interface Fleet {
 	served(): Promise<string[]>;
 }
 
-async function fleet(first: TestLeaf, holdMs: number): Promise<Fleet> {
-	const nodes = await Promise.all(
-		[1, 2, 3, 4, 5].map(() => r.haproxy({ crtDir: { "web.pem": first.combinedPem } })),
-	);
+async function fleet(
+	first: TestLeaf,
+	holdMs: number,
+	crtDir: Record<string, string> = { "web.pem": first.combinedPem },
+	count = 5,
+): Promise<Fleet> {
+	const nodes = await Promise.all(Array.from({ length: count }, () => r.haproxy({ crtDir })));
 	const stateDir = mkdtempSync(join(tmpdir(), "certificatee-rollout-"));
 	writeFileSync(join(stateDir, "roots.pem"), root.certPem);
 	const policy: RolloutPolicy = {
@@ -210,5 +209,38 @@ describe("canary rollout over five real HAProxy nodes (haproxy-runtime)", () => 
 		}
 		expect(last.rollouts?.[0]?.startedAt).toBe(rollout?.startedAt);
 		expect(await f.served()).toEqual(all(v2.serial));
+	});
+
+	it("key types: where an RSA and an ECDSA certificate share the name, the canary is checked as an ECDSA-only and an RSA-only client", async () => {
+		const ec1 = await issue();
+		const rsa1 = await issueTestLeaf(root, { names, intermediates: [intermediate], keyType: "rsa-2048" });
+		const f = await fleet(
+			ec1,
+			scaled(60_000),
+			{ "web.pem": ec1.combinedPem, "web_rsa.pem": rsa1.combinedPem },
+			2,
+		);
+		const { cycle } = await f.process();
+		const ec2 = await issue();
+		const rsa2 = await issueTestLeaf(root, { names, intermediates: [intermediate], keyType: "rsa-2048" });
+		const report = await cycle([want(ec2), desiredWithChain("web_rsa", rsa2, names, rsa2.chainPem)]);
+		const checks = report.targets[0]?.endpoints[0]?.rolloutChecks ?? [];
+		expect(checks.filter((c) => c.check === "key-types")).toEqual([
+			{ certificate: "web", check: "key-types", ok: true },
+			{ certificate: "web_rsa", check: "key-types", ok: true },
+		]);
+		expect(report.rollouts?.map((x) => [x.certificate, x.stage])).toEqual([
+			["web", "hold"],
+			["web_rsa", "hold"],
+		]);
+		// What the two clients get on the canary, and on the node the hold keeps back.
+		const [canary, rest] = f.nodes as [Haproxy, Haproxy];
+		expect([
+			await servedSerial(canary, "web.test", "ec"),
+			await servedSerial(canary, "web.test", "rsa"),
+		]).toEqual([ec2.serial, rsa2.serial]);
+		expect([await servedSerial(rest, "web.test", "ec"), await servedSerial(rest, "web.test", "rsa")]).toEqual(
+			[ec1.serial, rsa1.serial],
+		);
 	});
 });

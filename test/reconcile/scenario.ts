@@ -75,6 +75,21 @@ export function desiredFromLeaf(name: string, leaf: TestLeaf, names: string[]): 
 	};
 }
 
+/** The leaf desired with another chain than it was issued with ("" : none, the missing-intermediate case). */
+export function desiredWithChain(
+	name: string,
+	leaf: TestLeaf,
+	names: string[],
+	chain: string,
+): DesiredCertificate {
+	return {
+		name,
+		names,
+		bundle: parseBundle({ cert: leaf.certPem, chain, key: leaf.keyPem }, { source: name }),
+		origin: "test",
+	};
+}
+
 /** A crt directory holding each desired certificate as `<name>.pem` (the harness's `crtDir` option). */
 export function crtDirOf(certs: DesiredCertificate[]): Record<string, string> {
 	return Object.fromEntries(certs.map((d) => [`${d.name}.pem`, combinedPem(d.bundle)]));

@@ -6,12 +6,12 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parseBundle } from "../../src/certificates/index.js";
 import { createMetrics } from "../../src/metrics/index.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import { type EndpointReport, endpointFailures, endpointState } from "../../src/reconcile/report.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
 import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
+import { desiredWithChain } from "./scenario.js";
 
 let root: TestIssuer;
 let intermediate: TestIssuer;
@@ -24,12 +24,8 @@ beforeAll(async () => {
 
 const names = ["trusted.test"];
 const issue = () => issueTestLeaf(root, { names, intermediates: [intermediate] });
-const want = (leaf: TestLeaf, chain = leaf.chainPem): DesiredCertificate => ({
-	name: "trusted",
-	names,
-	bundle: parseBundle({ cert: leaf.certPem, chain, key: leaf.keyPem }, { source: "test" }),
-	origin: "test",
-});
+const want = (leaf: TestLeaf, chain = leaf.chainPem): DesiredCertificate =>
+	desiredWithChain("trusted", leaf, names, chain);
 const hex = (serial: string) => serial.toUpperCase();
 
 async function untrustedMetric(e: EndpointReport): Promise<string> {
