@@ -127,9 +127,14 @@ export async function startHealthServer(
 		}
 		if (path === "/readyz") {
 			const ready = readiness(health());
+			// Open to probes, but the details (endpoint names, their errors) only with the token when one is set.
+			const shown =
+				token === undefined || authorized(req.headers.authorization, token)
+					? ready
+					: { ready: ready.ready, reason: ready.reason };
 			res
 				.writeHead(ready.ready ? 200 : 503, { "content-type": "application/json" })
-				.end(`${JSON.stringify(ready)}\n`);
+				.end(`${JSON.stringify(shown)}\n`);
 			return;
 		}
 		res

@@ -77,7 +77,12 @@ describe("listen_token", () => {
 			).toBe(401);
 		}
 		expect((await get(guarded, "/healthz")).status).toBe(200);
-		expect((await get(guarded, "/readyz")).status).not.toBe(401);
+		const ready = await get(guarded, "/readyz");
+		expect(ready.status).not.toBe(401);
+		// The probe gets its answer; the details (endpoint names and errors) need the token.
+		expect(Object.keys(await ready.json()).sort()).toEqual(["ready", "reason"]);
+		const detailed = await (await get(guarded, "/readyz", `Bearer ${TOKEN}`)).json();
+		expect(detailed).toHaveProperty("failedEndpoints");
 	});
 
 	it("with the token, as Bearer or as the password of Basic (a browser): everything answers", async () => {
