@@ -53,6 +53,8 @@ export const ERROR_CODES = [
 	"RELOAD_WRITES_NOT_DURABLE",
 	"RELOAD_FAILED",
 	"PROBE_FAILED",
+	/** A certificate with an IP address is not what a client without SNI gets: it is not the bind's default. */
+	"IP_NOT_DEFAULT_CERTIFICATE",
 	"UPDATE_DROPS_NAMES",
 	/** never_downgrade: the live certificate expires later than the one to push; it is kept (docs/cluster.md). */
 	"UPDATE_WOULD_DOWNGRADE",

@@ -1,8 +1,11 @@
 /**
- * Served-certificate probe: one TLS handshake by SNI, reporting the leaf the server presented.
+ * Served-certificate probe: one TLS handshake by SNI, reporting the leaf the server presented. An IP address
+ * is probed without SNI, as a client reaching the IP sends none (RFC 6066 §3): it sees the bind's default
+ * certificate.
  * Verification is off on purpose: the probe reads what is served (expired, self-signed, wrong name
  * included) so certificatee can compare it with what it pushed. Nothing is sent after the handshake.
  */
+import { isIP } from "node:net";
 import { connect, type DetailedPeerCertificate } from "node:tls";
 import { describeCertificate, normaliseSerial } from "../certificates/index.js";
 import { CertificateeError } from "../errors.js";
@@ -11,7 +14,7 @@ import type { ServedCertificate } from "../reconcile/model.js";
 export interface ProbeOptions {
 	/** "host:port" ("[::1]:443" for IPv6). */
 	address: string;
-	/** Server name sent in the ClientHello. */
+	/** Server name sent in the ClientHello; an IP address is probed without SNI. */
 	sni: string;
 	/** Optional CA bundle: when given, `verified` reports whether the chain checks out against it. */
 	ca?: string;
@@ -112,12 +115,14 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 	}
 	const { host, port } = target;
 	const timeoutMs = options.timeoutMs ?? 5_000;
+	const noSni = isIP(options.sni) !== 0;
+	const forWhom = noSni ? `${options.sni} (no SNI)` : options.sni;
 	const failed = (
 		reason: string,
 		cause?: unknown,
 		hint = "check the probe address and that the frontend listens with TLS",
 	) =>
-		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${options.sni}: ${reason}`, {
+		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${forWhom}: ${reason}`, {
 			context: { endpoint: options.address, certificate: options.sni, operation: "probe" },
 			retryable: true,
 			hint,
@@ -127,7 +132,8 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 		const socket = connect({
 			host,
 			port,
-			servername: options.sni,
+			// Node sends no SNI for servername "" (and warns for an IP address there).
+			servername: noSni ? "" : options.sni,
 			rejectUnauthorized: false,
 			ca: options.ca,
 			ALPNProtocols: ["http/1.1"],

@@ -2,6 +2,7 @@
  * Phase 2: classify every desired certificate and every observed ref of one endpoint, from the complete
  * observation. Pure: plain data in, verdicts out; no I/O, clock or logger.
  */
+import { isIP } from "node:net";
 import { bundleNames } from "../certificates/bundle.js";
 import { chainMatches } from "../certificates/chain.js";
 import { droppedNames, nameSet, sameNameSet } from "../certificates/names.js";
@@ -410,6 +411,9 @@ export function classifyEndpoint(input: ClassifyInput): Verdict[] {
 
 	if (input.unprobed) verdicts.push(...mayBeShadowed(desired, refs, verdicts));
 	for (const served of input.served ?? []) {
+		// An IP address is probed without SNI: what answers is the bind's default, not another ref winning a
+		// name (the report says so: IP_NOT_DEFAULT_CERTIFICATE).
+		if (isIP(served.sni) !== 0) continue;
 		const covering = desired.filter((d) =>
 			bundleNames(d.certificate.bundle).includes(served.sni.toLowerCase()),
 		);

@@ -537,17 +537,18 @@ function asPinned(v: Verdict, pinned: ReadonlyMap<string, string>): Verdict {
 }
 
 /**
- * Probes every DNS name (not wildcards, not IP SANs: an IP used as SNI gets the default certificate) of every
- * desired certificate, as a client of its key type, a few handshakes at a time.
+ * Probes every DNS name (not wildcards) of every desired certificate, and every IP address without SNI (what a
+ * client reaching the IP gets: the bind's default certificate), as a client of its key type, a few at a time.
  */
 async function probeAll(job: EndpointJob): Promise<Probed> {
 	const probe = job.driver.probe?.bind(job.driver);
 	if (probe === undefined) return [];
 	const limit = pLimit(PROBE_CONCURRENCY);
 	const names = job.desired.flatMap(({ certificate }) =>
-		certificate.bundle.leaf.dnsNames
-			.filter((sni) => !sni.startsWith("*."))
-			.map((sni) => ({ sni, certificate })),
+		[
+			...certificate.bundle.leaf.dnsNames.filter((sni) => !sni.startsWith("*.")),
+			...certificate.bundle.leaf.ipAddresses,
+		].map((sni) => ({ sni, certificate })),
 	);
 	return Promise.all(
 		names.map(({ sni, certificate }) =>

@@ -1,4 +1,5 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
+import { isIP } from "node:net";
 import type { ErrorView } from "../errors.js";
 import type { AuditEvent } from "./audit.js";
 import type { RefusalCode, Verdict } from "./classify.js";
@@ -416,6 +417,10 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 		if (s.match || shadowedNames.has(`${s.sni} ${s.certificate}`) || heldBack.has(s.certificate)) continue;
 		// A probe HAProxy refuses for want of a certificate is fixed by the write that deploys one, as a mismatch is.
 		if ((s.error === undefined || s.noCertificate) && fixing.has(s.certificate)) continue;
+		if (s.error === undefined && isIP(s.sni) !== 0) {
+			out.push(ipNotDefault(at, base, s));
+			continue;
+		}
 		out.push({
 			kind: "probe",
 			key: `probe:${at}:${s.sni}`,
@@ -435,6 +440,29 @@ export function endpointFailures(e: EndpointReport): Failure[] {
 		});
 	}
 	return out;
+}
+
+/**
+ * A client reaching an IP address sends no SNI, so HAProxy answers with the bind's default certificate (the
+ * first `crt` of the bind, or of its first crt-list line): a certificate with that IP must be it.
+ */
+function ipNotDefault(
+	at: string,
+	base: Pick<Failure, "target" | "endpoint">,
+	s: { sni: string; certificate: string; servedSerial?: string; expectedSerial: string },
+): Failure {
+	const says = `${s.sni} (no SNI) serves serial ${s.servedSerial ?? "?"}, want ${s.expectedSerial}: certificate ${s.certificate} is not the bind's default certificate`;
+	return {
+		kind: "probe",
+		key: `probe:${at}:${s.sni}`,
+		subject: `${at} ${s.sni}`,
+		...base,
+		certificate: s.certificate,
+		code: "IP_NOT_DEFAULT_CERTIFICATE",
+		message: says,
+		hint: `clients of an IP address send no SNI and get the bind's default certificate: make ${s.certificate} the first certificate of the bind that answers ${s.sni} (its first crt, or the first line of its crt-list), on a bind of its own per IP address (docs/layouts.md, "IP address certificates")`,
+		reason: says,
+	};
 }
 
 /** Certificates certificatee issues that have none yet (never issued, or none valid): every endpoint waits for them. */

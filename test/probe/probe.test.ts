@@ -1,5 +1,6 @@
 import { X509Certificate } from "node:crypto";
-import { createServer, type Server } from "node:net";
+import { type AddressInfo, createServer, type Server } from "node:net";
+import { createServer as tlsServer } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../src/errors.js";
 import { handshakeRefused, probeServed } from "../../src/probe/index.js";
@@ -39,6 +40,34 @@ describe("probe: what a TLS handshake by SNI shows", () => {
 		// The leaf as sent, in PEM: what a rollout's trust check verifies.
 		expect(new X509Certificate(served.presented[0] as string).fingerprint256).toBe(x.fingerprint256);
 		expect((await probeServed({ address: h.address, sni: "other.test" })).names).toEqual(["default.invalid"]);
+	});
+
+	it("probes an IP address without SNI, as its clients connect: what the bind serves by default", async () => {
+		// ALPNCallback sees each ClientHello's server name (the probe always offers http/1.1).
+		const seen: Array<string | undefined> = [];
+		const server = tlsServer({
+			cert: leaf.certPem,
+			key: leaf.keyPem,
+			ALPNCallback: ({ servername }: { servername?: string }) => {
+				seen.push(servername || undefined);
+				return "http/1.1";
+			},
+		});
+		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+		try {
+			const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+			expect((await probeServed({ address, sni: "127.0.0.1" })).sni).toBe("127.0.0.1");
+			await probeServed({ address, sni: "p.test" });
+			expect(seen).toEqual([undefined, "p.test"]);
+		} finally {
+			server.close();
+		}
+		// HAProxy: a client of the IP (no SNI) gets the default certificate, not the one carrying the IP SAN.
+		expect((await probeServed({ address: h.address, sni: "127.0.0.1" })).names).toEqual(["default.invalid"]);
+		const refused = await probeServed({ address: "127.0.0.1:1", sni: "192.0.2.1", timeoutMs: 2000 }).catch(
+			(e: unknown) => e,
+		);
+		expect(String((refused as Error).message)).toContain("for 192.0.2.1 (no SNI)");
 	});
 
 	it("says whether the chain verifies when a CA is given", async () => {

@@ -5,6 +5,7 @@
  * (a crash, a kill) are cleared at start (prepare) and in any case before this process publishes its first
  * token. Nothing reaches the disk.
  */
+import { isIPv6 } from "node:net";
 import { request } from "undici";
 import { CertificateeError, describeError } from "../../errors.js";
 import type { ChallengeMapNode } from "../../targets/haproxy/challenge-map.js";
@@ -37,7 +38,8 @@ async function checkAnswer(
 ): Promise<string | undefined> {
 	try {
 		const res = await request(`http://${node.httpAddress}/.well-known/acme-challenge/${token}`, {
-			headers: { host: domain },
+			// An IPv6 address goes in brackets (RFC 7230 §5.4), as the CA's validation request sends it.
+			headers: { host: isIPv6(domain) ? `[${domain}]` : domain },
 			signal,
 		});
 		const body = await res.body.text();

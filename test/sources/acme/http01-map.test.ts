@@ -4,6 +4,7 @@
  * resolves each name to a node chosen at random; nothing else listens on that port. Pebble, its recording
  * pass-through and the fleet start once for the file.
  */
+import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -150,6 +151,23 @@ describe("HTTP-01 through HAProxy maps on a fleet of 3", () => {
 		expect((await stat(map)).mode & 0o777).toBe(0o644);
 		// No responder anywhere else: the address every other name resolves to has nothing on the port.
 		await expect(request(`http://127.0.0.1:${port}/.well-known/acme-challenge/x`)).rejects.toThrow();
+	}, 90_000);
+
+	it("issues for the nodes' IP addresses (RFC 8738): Pebble validates each IP on that node, through its map", async () => {
+		const ips = [...NODES];
+		const before = challengePosts().length;
+		const issued = await issuer("fleet-ip", runtimeTargets()).issue(
+			{ certificate: "fleet-ip", domains: ips, keyType: "ecdsa-p256" },
+			signal(),
+		);
+		expectValidIssue(issued, root, []);
+		expect(new X509Certificate(issued.certPem).subjectAltName).toBe(
+			ips.map((ip) => `IP Address:${ip}`).join(", "),
+		);
+		expect(challengePosts().length - before).toBe(ips.length);
+		const order = observer.newOrders.at(-1) as { identifiers: unknown[] };
+		expect(order.identifiers).toEqual(ips.map((value) => ({ type: "ip", value })));
+		for (const h of fleet) expect(await entries(h)).toEqual([]);
 	}, 90_000);
 
 	it("clears stale tokens left in the maps before publishing its first", async () => {
