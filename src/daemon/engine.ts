@@ -104,6 +104,14 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 				readOnly: options.readOnly,
 				now,
 			});
+		// Each certificate's own trust_store, read once (a bad one stops the start, naming the field).
+		const certificateStores = new Map(
+			config.certificates.flatMap((c, i) =>
+				c.trust_store
+					? [[c.name, loadTrustStore(c.trust_store, `certificates[${i}].trust_store`)] as const]
+					: [],
+			),
+		);
 		for (const t of config.targets)
 			targets.push(
 				buildTarget(t, {
@@ -118,6 +126,9 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 					...(cluster ? { owns: cluster.owns } : {}),
 					// A late push from a lagging or deposed replica never replaces a newer certificate.
 					...(config.cluster ? { neverDowngrade: true } : {}),
+					...(certificateStores.size > 0
+						? { certificateTrust: (c: string) => certificateStores.get(c) }
+						: {}),
 				}),
 			);
 	} catch (e) {

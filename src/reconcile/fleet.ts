@@ -44,6 +44,8 @@ export interface FleetOptions {
 	reloads?: { maxPerHour: number };
 	/** The target's `trust_store`: a chain that does not verify against it is never pushed (held, a failure). */
 	trust?: TrustStore;
+	/** A certificate's own `trust_store` (certificates[]), checked as well as the target's. */
+	certificateTrust?: (certificate: string) => TrustStore | undefined;
 	/** The target's endpoint_deadline: an endpoint's whole part of a cycle; past it, failed for the cycle. */
 	endpointDeadlineMs?: number;
 	now: () => Date;
@@ -132,7 +134,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			const desired = selected
 				.filter((certificate) => !colliding.has(certificate.name))
 				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
-			const holds = trustHolds(options.name, desired, options.trust, options.now());
+			const holds = trustHolds(options.name, desired, options.trust, options.now(), options.certificateTrust);
 			const limit = pLimit(options.concurrency ?? 8);
 			const memory = await remembered();
 			const owned = options.owns ? options.endpoints.filter((e) => options.owns!(e.name)) : options.endpoints;
@@ -200,12 +202,16 @@ export function trustHolds(
 	desired: ReadonlyArray<{ certificate: DesiredCertificate }>,
 	trust: TrustStore | undefined,
 	now: Date,
+	certificateTrust?: (certificate: string) => TrustStore | undefined,
 ): Map<string, HeldView> {
 	const holds = new Map<string, HeldView>();
-	if (trust === undefined) return holds;
 	for (const { certificate } of desired) {
-		const verdict = verifyBundle(certificate.bundle, trust, now, `certificate ${certificate.name}`);
-		if (verdict.ok) continue;
+		// The certificate's own store first, then the target's: the chain must verify against each one set.
+		const stores = [certificateTrust?.(certificate.name), trust].filter((t) => t !== undefined);
+		const verdict = stores
+			.map((store) => verifyBundle(certificate.bundle, store, now, `certificate ${certificate.name}`))
+			.find((v) => !v.ok);
+		if (verdict === undefined || verdict.ok) continue;
 		holds.set(certificate.name, {
 			certificate: certificate.name,
 			kind: "trust",

@@ -24,6 +24,8 @@ const certificateSpecFields = z.strictObject({
 	profile: z.string().min(1).optional(),
 	/** Requested lifetime, for issuers that choose it (local CA). */
 	lifetime: duration.optional(),
+	/** A PEM bundle (or `system`) its chain must verify against before it is pushed to any target (docs/rollouts.md). */
+	trust_store: z.string().min(1).optional(),
 });
 /** `issuer` is always the first preferred issuer and `issuers` the whole list, whichever form was written. */
 export const certificateSpecSchema = certificateSpecFields

@@ -3,6 +3,7 @@
  * and the engine ever see of it. Every kind has the same shape (observe → classify → plan → apply per
  * endpoint, reported as a TargetReport) whatever it writes to.
  */
+import type { TrustStore } from "../certificates/trust.js";
 import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
 import type { FleetMemory } from "../reconcile/fleet-memory.js";
@@ -40,6 +41,8 @@ export interface TargetDeps {
 	 * in cluster mode, where a lagging or deposed member could push an older certificate.
 	 */
 	neverDowngrade?: boolean;
+	/** A certificate's own `trust_store` (certificates[]), read once by the engine: checked as well as the target's. */
+	certificateTrust?: (certificate: string) => TrustStore | undefined;
 }
 
 /**

@@ -6,6 +6,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { loadTrustStore } from "../../src/certificates/trust.js";
 import { createMetrics } from "../../src/metrics/index.js";
 import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import { type EndpointReport, endpointFailures, endpointState } from "../../src/reconcile/report.js";
@@ -90,5 +91,28 @@ describe("trust_store on a haproxy-runtime target (real HAProxy)", () => {
 		const e = await cycle(t, [want(broken, "")], { expectOk: true });
 		expect(writes(e)).toEqual(["storage-replace trusted.pem", "runtime-set trusted.pem"]);
 		expect(await served(h, "trusted.test")).toBe(hex(broken.serial));
+	});
+
+	it("a certificate's own trust store (certificates[].trust_store) holds its chain back on a target without one", async () => {
+		const v1 = await issue();
+		const h = await r.haproxy({ crtDir: { "trusted.pem": v1.combinedPem } });
+		const file = join(h.crtDir, "..", "roots.pem");
+		await writeFile(file, root.certPem);
+		const store = loadTrustStore(file, "certificates[0].trust_store");
+		const t = r.runtime(h, {}, { certificateTrust: (c) => (c === "trusted" ? store : undefined) });
+		const broken = await issue();
+		const e = await cycle(t, [want(broken, "")], { expectOk: true });
+		expect(writes(e)).toEqual([]);
+		expect(endpointFailures(e)[0]).toMatchObject({
+			kind: "trust",
+			code: "CHAIN_UNTRUSTED",
+			certificate: "trusted",
+		});
+		expect(await served(h, "trusted.test")).toBe(hex(v1.serial));
+		const fixed = await issue();
+		expect(writes(await cycle(t, [want(fixed)], { expectOk: true }))).toEqual([
+			"storage-replace trusted.pem",
+			"runtime-set trusted.pem",
+		]);
 	});
 });

@@ -156,6 +156,20 @@ function trustProblems(
 ): { stores: ConfigProblem[]; chains: ConfigProblem[] } {
 	const stores: ConfigProblem[] = [];
 	const chains: ConfigProblem[] = [];
+	config.certificates.forEach((c, i) => {
+		if (c.trust_store === undefined) return;
+		try {
+			loadTrustStore(c.trust_store, `certificates[${i}].trust_store`);
+		} catch (e) {
+			if (!isCertificateeError(e)) throw e;
+			stores.push({
+				path: `certificates[${i}].trust_store`,
+				code: e.code,
+				message: e.message,
+				...(e.hint ? { hint: e.hint } : {}),
+			});
+		}
+	});
 	config.targets.forEach((t, i) => {
 		if (!("trust_store" in t) || t.trust_store === undefined) return;
 		const path = `targets[${i}].trust_store`;

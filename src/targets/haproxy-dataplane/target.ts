@@ -42,6 +42,7 @@ export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps
 			...(config.trust_store
 				? { trust: loadTrustStore(config.trust_store, `targets.${config.name}.trust_store`) }
 				: {}),
+			...(deps.certificateTrust ? { certificateTrust: deps.certificateTrust } : {}),
 			endpointDeadlineMs: config.endpoint_deadline,
 			now: deps.now,
 		}),

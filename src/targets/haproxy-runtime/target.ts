@@ -37,6 +37,7 @@ export const runtimeTarget: TargetFactory<"haproxy-runtime"> = (config, deps) =>
 			...(config.trust_store
 				? { trust: loadTrustStore(config.trust_store, `targets.${config.name}.trust_store`) }
 				: {}),
+			...(deps.certificateTrust ? { certificateTrust: deps.certificateTrust } : {}),
 			endpointDeadlineMs: config.endpoint_deadline,
 			now: deps.now,
 		}),
