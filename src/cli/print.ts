@@ -2,7 +2,6 @@
 import { formatDuration } from "../base/duration.js";
 import type { ClusterView } from "../metrics/cluster.js";
 import { type StatusSummary, statusSummary } from "../metrics/status-view.js";
-import type { Verdict } from "../reconcile/classify.js";
 import type { ReloadsView } from "../reconcile/report.js";
 import {
 	absentCertificates,
@@ -15,6 +14,7 @@ import {
 	type RenewalView,
 	stepCounts,
 } from "../reconcile/report.js";
+import type { Verdict } from "../targets/haproxy/engine/classify.js";
 import { type Cell, renderTable, type Styler } from "./table.js";
 
 function verdictLine(v: Verdict): string {

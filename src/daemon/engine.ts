@@ -11,20 +11,20 @@ import type { Logger } from "../log.js";
 import type { ClusterView } from "../metrics/cluster.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
-import { sharedFleetMemory, storedFleetMemory } from "../reconcile/fleet-memory.js";
 import type { DesiredSet } from "../reconcile/model.js";
 import {
 	createRolloutCoordinator,
 	type RolloutCoordinator,
 	type RolloutPolicy,
 } from "../reconcile/rollout.js";
-import { createWriteQueues } from "../reconcile/writers.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
 import { checkStateDir } from "../store/state-dir.js";
 import type { StateStore } from "../store/types.js";
 import { orphanStaging } from "../targets/directory/orphans.js";
+import { sharedFleetMemory, storedFleetMemory } from "../targets/haproxy/engine/fleet-memory.js";
+import { createWriteQueues } from "../targets/haproxy/engine/writers.js";
 import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/registry.js";
 import { type ClusterReader, type ClusterRuntime, openClusterReader, startCluster } from "./cluster.js";
 import type { Engine } from "./loop.js";

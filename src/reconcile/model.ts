@@ -219,6 +219,12 @@ export type Action = HaproxyAction | DirectoryAction;
 
 export type ActionOp = Action["op"];
 
+/** One write and why (`why` is shown in plans). HAProxy endpoints plan HaproxyActions; a kind may plan its own. */
+export interface PlannedStep<A extends Action = HaproxyAction> {
+	action: A;
+	why: string;
+}
+
 export interface ActionResult {
 	action: Action;
 	ok: boolean;
@@ -266,7 +272,7 @@ export interface EndpointDriver {
 	apply(action: HaproxyAction, signal: AbortSignal): Promise<ActionResult>;
 	/**
 	 * Performs several independent actions on distinct refs, each of an op in `batches`, at once (see
-	 * reconcile/batches.ts): results in the same order, each as apply() would report it. Absent: one apply() at a time.
+	 * targets/haproxy/engine/batches.ts): results in the same order, each as apply() would report it. Absent: one apply() at a time.
 	 */
 	applyBatch?(actions: readonly HaproxyAction[], signal: AbortSignal): Promise<ActionResult[]>;
 	/** The ops applyBatch() takes. */

@@ -1,12 +1,17 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
 import { isIP } from "node:net";
 import type { ErrorView } from "../errors.js";
+import type { RefusalCode, Verdict } from "../targets/haproxy/engine/classify.js";
+import type {
+	BreakerState,
+	BudgetView,
+	ReloadReason,
+	ReloadRecord,
+} from "../targets/haproxy/engine/reload-budget.js";
+import type { ServingAfter } from "../targets/haproxy/engine/serving.js";
 import type { AuditEvent } from "./audit.js";
-import type { RefusalCode, Verdict } from "./classify.js";
 import type { Action, ActionOp, RenewalState, RenewalView, ReplacementView } from "./model.js";
-import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "./reload-budget.js";
 import type { CheckResult, RolloutView } from "./rollout.js";
-import type { ServingAfter } from "./serving.js";
 
 export type { RenewalState, RenewalView } from "./model.js";
 

@@ -6,9 +6,9 @@
 import type { TrustStore } from "../certificates/trust.js";
 import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
-import type { FleetMemory } from "../reconcile/fleet-memory.js";
-import type { WriteQueues } from "../reconcile/writers.js";
 import type { StateStore } from "../store/types.js";
+import type { FleetMemory } from "./haproxy/engine/fleet-memory.js";
+import type { WriteQueues } from "./haproxy/engine/writers.js";
 
 /** What the engine gives every target kind's factory. */
 export interface TargetDeps {

@@ -26,8 +26,8 @@ export const CORE: readonly string[] = [
 	"test/targets/haproxy-runtime/endpoint.test.ts",
 	"test/targets/haproxy-runtime/reload.test.ts",
 	"test/targets/haproxy-runtime/observe-scale.test.ts",
-	"test/reconcile/runtime-target.test.ts",
-	"test/reconcile/dataplane-target.test.ts",
+	"test/targets/haproxy/engine/runtime-target.test.ts",
+	"test/targets/haproxy/engine/dataplane-target.test.ts",
 	"test/harness/invariant.test.ts",
 	"test/cli/validate-online.test.ts",
 ];

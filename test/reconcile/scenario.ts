@@ -1,8 +1,8 @@
 /** Builders for reconciler scenarios: desired certificates and observed refs as plain data. */
 import { combinedPem, parseBundle } from "../../src/certificates/index.js";
-import type { DuplicatePolicy } from "../../src/reconcile/classify.js";
 import type { DesiredCertificate, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
 import type { StepView } from "../../src/reconcile/report.js";
+import type { DuplicatePolicy } from "../../src/targets/haproxy/engine/classify.js";
 import {
 	createTestCa,
 	issueTestLeaf,

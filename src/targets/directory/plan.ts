@@ -4,10 +4,10 @@
  * on_change has not succeeded since its files changed gets on_change alone. With never-downgrade, a set whose
  * file holds a certificate that expires later than the desired one is refused: nothing is written.
  */
-import type { Verdict } from "../../reconcile/classify.js";
+
 import { downgradeRefusal } from "../../reconcile/downgrade.js";
-import type { DesiredCertificate, DirectoryAction } from "../../reconcile/model.js";
-import type { PlannedStep } from "../../reconcile/plan.js";
+import type { DesiredCertificate, DirectoryAction, PlannedStep } from "../../reconcile/model.js";
+import type { Verdict } from "../haproxy/engine/classify.js";
 import type { ObservedSet } from "./index.js";
 
 type Observed = Extract<ObservedSet, { ok: true }>;

@@ -6,8 +6,7 @@
 import { errorView } from "../../errors.js";
 import { auditSteps } from "../../reconcile/audit.js";
 import type { TargetRunner } from "../../reconcile/cycle.js";
-import type { DesiredCertificate, DirectoryAction } from "../../reconcile/model.js";
-import type { PlannedStep } from "../../reconcile/plan.js";
+import type { DesiredCertificate, DirectoryAction, PlannedStep } from "../../reconcile/model.js";
 import { emptyEndpointReport, type StepView, viewAction } from "../../reconcile/report.js";
 import {
 	createDirectoryDriver,

@@ -1,8 +1,8 @@
-/** The `haproxy-dataplane` kind as a target: its endpoints, run by the fleet orchestration of reconcile/. */
+/** The `haproxy-dataplane` kind as a target: its endpoints, run by the HAProxy engine (targets/haproxy/engine/). */
 import { loadTrustStore } from "../../certificates/trust.js";
-import { createFleetRunner } from "../../reconcile/fleet.js";
 import { storageDirName } from "../../reconcile/model.js";
-import { apiKey, createWriteQueues } from "../../reconcile/writers.js";
+import { createFleetRunner } from "../haproxy/engine/fleet.js";
+import { apiKey, createWriteQueues } from "../haproxy/engine/writers.js";
 import type { TargetFactory } from "../types.js";
 import { createDataplaneEndpoint } from "./index.js";
 

@@ -46,7 +46,7 @@ export const BATCHED_OPS: ReadonlySet<HaproxyAction["op"]> = new Set([
 ]);
 
 /**
- * Several actions on distinct refs, independent of each other (reconcile/batches.ts), each reported as
+ * Several actions on distinct refs, independent of each other (targets/haproxy/engine/batches.ts), each reported as
  * applyRuntimeAction() would: storage writes durable together (one directory fsync) before this returns;
  * runtime sets in order in one turn of the node's writer. Any other op: one at a time.
  */

@@ -1,8 +1,8 @@
-/** The `haproxy-runtime` kind as a target: its one node, run by the fleet orchestration of reconcile/. */
+/** The `haproxy-runtime` kind as a target: its one node, run by the HAProxy engine (targets/haproxy/engine/). */
 import { loadTrustStore } from "../../certificates/trust.js";
-import { createFleetRunner } from "../../reconcile/fleet.js";
 import { storageDirName } from "../../reconcile/model.js";
-import { createWriteQueues, socketKey } from "../../reconcile/writers.js";
+import { createFleetRunner } from "../haproxy/engine/fleet.js";
+import { createWriteQueues, socketKey } from "../haproxy/engine/writers.js";
 import type { TargetFactory } from "../types.js";
 import { createRuntimeEndpoint } from "./index.js";
 

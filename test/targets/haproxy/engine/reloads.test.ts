@@ -3,10 +3,10 @@
  * HAProxy). The real-HAProxy proof is reload-during-cycle.test.ts.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import type { DesiredCertificate, HaproxyAction, ObservedRef } from "../../src/reconcile/model.js";
-import { holds, redoView, settleOnWorker } from "../../src/reconcile/reloads.js";
-import { type StepView, viewAction } from "../../src/reconcile/report.js";
-import { desiredCert, metaOf, oldMeta, ref } from "./scenario.js";
+import type { DesiredCertificate, HaproxyAction, ObservedRef } from "../../../../src/reconcile/model.js";
+import { type StepView, viewAction } from "../../../../src/reconcile/report.js";
+import { holds, redoView, settleOnWorker } from "../../../../src/targets/haproxy/engine/reloads.js";
+import { desiredCert, metaOf, oldMeta, ref } from "../../../reconcile/scenario.js";
 
 let d: DesiredCertificate;
 beforeAll(async () => {

@@ -1,16 +1,16 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { chainFingerprints, droppedNames, parseBundle } from "../../src/certificates/index.js";
-import { classifyEndpoint, type DuplicatePolicy } from "../../src/reconcile/classify.js";
+import { chainFingerprints, droppedNames, parseBundle } from "../../../../src/certificates/index.js";
 import type {
 	DesiredCertificate,
 	ObservedRef,
 	RefMeta,
 	ServedCertificate,
-} from "../../src/reconcile/model.js";
-import { planEndpoint } from "../../src/reconcile/plan.js";
-import { checkNameRemoval } from "../../src/targets/haproxy/guard.js";
-import { createTestCa, issueTestLeaf } from "../harness/certs.js";
-import { desiredCert, metaOf, oldMeta, ref, removePolicy } from "./scenario.js";
+} from "../../../../src/reconcile/model.js";
+import { classifyEndpoint, type DuplicatePolicy } from "../../../../src/targets/haproxy/engine/classify.js";
+import { planEndpoint } from "../../../../src/targets/haproxy/engine/plan.js";
+import { checkNameRemoval } from "../../../../src/targets/haproxy/guard.js";
+import { createTestCa, issueTestLeaf } from "../../../harness/certs.js";
+import { desiredCert, metaOf, oldMeta, ref, removePolicy } from "../../../reconcile/scenario.js";
 
 let keeper: DesiredCertificate;
 let other: DesiredCertificate;
@@ -60,7 +60,7 @@ function run(
 	};
 }
 
-describe("reconcile/classify + plan", () => {
+describe("haproxy engine: classify + plan", () => {
 	it("plans nothing for a converged endpoint", () => {
 		const r = run([ref("barsone.pem", { storage: metaOf(keeper), runtime: metaOf(keeper) })]);
 		expect(r.classes).toEqual({ "barsone.pem": "in-sync" });
@@ -585,7 +585,7 @@ describe("reconcile/classify + plan", () => {
 });
 
 // Both HAProxy kinds plan through classify + plan: one table covers haproxy-runtime and haproxy-dataplane.
-describe("reconcile/classify + plan: never downgrade", () => {
+describe("haproxy engine: classify + plan: never downgrade", () => {
 	/** Days after the desired certificate's expiry (negative: before). */
 	const live = (days: number): RefMeta => ({
 		...oldMeta(keeper.names, "0A0A"),

@@ -4,7 +4,7 @@
  * (endpoint.ts: the reload, the probe; the fleet runner: the memory) act on these answers.
  */
 
-import type { ReloadReason } from "./model.js";
+import type { ReloadReason } from "../../../reconcile/model.js";
 
 export type { ReloadReason };
 export const RELOAD_REASONS: readonly ReloadReason[] = ["new-certificate", "too-large"];

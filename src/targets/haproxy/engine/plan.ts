@@ -3,25 +3,19 @@
  * converged endpoint plans nothing. Order: every keeper's writes (storage before runtime, so a later reload
  * never brings back old content), then duplicate removals (crt-list, runtime, storage: never a reload).
  */
-import type { Bundle } from "../certificates/types.js";
-import type { Verdict } from "./classify.js";
+import type { Bundle } from "../../../certificates/types.js";
 import type {
-	Action,
 	DesiredCertificate,
 	HaproxyAction,
 	ObservedCrtList,
 	ObservedRef,
+	PlannedStep,
 	ServedCertificate,
-} from "./model.js";
+} from "../../../reconcile/model.js";
+import type { Verdict } from "./classify.js";
 import { placedWrite } from "./placement.js";
 import type { ReloadNeed } from "./reload-budget.js";
 import { planServing, type ServingAfter } from "./serving.js";
-
-/** One write and why (`why` is shown in plans). HAProxy endpoints plan HaproxyActions; a kind may plan its own. */
-export interface PlannedStep<A extends Action = HaproxyAction> {
-	action: A;
-	why: string;
-}
 
 export interface EndpointPlan {
 	steps: PlannedStep[];

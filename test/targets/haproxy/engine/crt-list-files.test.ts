@@ -8,11 +8,16 @@ import { existsSync } from "node:fs";
 import { chmod, chown, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { normaliseSerial } from "../../src/certificates/index.js";
-import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { assertConfigValid, assertReloadSafe } from "../harness/invariant.js";
-import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
-import { desiredFromLeaf as desired } from "./scenario.js";
+import { normaliseSerial } from "../../../../src/certificates/index.js";
+import { createTestCa, issueTestLeaf, type TestIssuer } from "../../../harness/certs.js";
+import { assertConfigValid, assertReloadSafe } from "../../../harness/invariant.js";
+import {
+	syncOnce as cycle,
+	rig,
+	servedSerial as served,
+	okWrites as writes,
+} from "../../../harness/targets.js";
+import { desiredFromLeaf as desired } from "../../../reconcile/scenario.js";
 
 let ca: TestIssuer;
 const r = rig();

@@ -10,10 +10,14 @@
  * (`runtime-reinsert`: its own content, committed again), so the keeper keeps serving; where it cannot,
  * the handover is reported as `shadowed` before the write, naming the culprit.
  */
-import { nameSet } from "../certificates/names.js";
+import { nameSet } from "../../../certificates/names.js";
+import type {
+	DesiredCertificate,
+	ObservedRef,
+	PlannedStep,
+	ServedCertificate,
+} from "../../../reconcile/model.js";
 import type { Verdict } from "./classify.js";
-import type { DesiredCertificate, ObservedRef, ServedCertificate } from "./model.js";
-import type { PlannedStep } from "./plan.js";
 
 export interface ServingAfter {
 	sni: string;

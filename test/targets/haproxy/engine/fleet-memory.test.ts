@@ -2,14 +2,14 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type FileStore, openFileStore } from "../../../../src/store/file-store.js";
+import { endpointsKey } from "../../../../src/store/records.js";
+import type { StateStore } from "../../../../src/store/types.js";
 import {
 	type EndpointMemory,
 	sharedFleetMemory,
 	storedFleetMemory,
-} from "../../src/reconcile/fleet-memory.js";
-import { type FileStore, openFileStore } from "../../src/store/file-store.js";
-import { endpointsKey } from "../../src/store/records.js";
-import type { StateStore } from "../../src/store/types.js";
+} from "../../../../src/targets/haproxy/engine/fleet-memory.js";
 
 let dir: string;
 let store: FileStore;

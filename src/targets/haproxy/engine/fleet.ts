@@ -4,17 +4,22 @@
  */
 import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
-import { formatDuration } from "../base/duration.js";
-import { type TrustStore, verifyBundle } from "../certificates/trust.js";
-import { canonicalCollisions, canonicalRef } from "../targets/haproxy/naming.js";
+import { formatDuration } from "../../../base/duration.js";
+import { type TrustStore, verifyBundle } from "../../../certificates/trust.js";
+import type { CycleMode, TargetRollout, TargetRunner } from "../../../reconcile/cycle.js";
+import { selectCertificates } from "../../../reconcile/cycle.js";
+import type { DesiredCertificate, EndpointDriver } from "../../../reconcile/model.js";
+import {
+	type EndpointReport,
+	emptyEndpointReport,
+	type HeldView,
+	type TargetReport,
+} from "../../../reconcile/report.js";
+import type { VerifySpec } from "../../../reconcile/rollout.js";
+import { canonicalCollisions, canonicalRef } from "../naming.js";
 import type { DuplicatePolicy } from "./classify.js";
-import type { CycleMode, TargetRollout, TargetRunner } from "./cycle.js";
-import { selectCertificates } from "./cycle.js";
 import { processEndpoint } from "./endpoint.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
-import type { DesiredCertificate, EndpointDriver } from "./model.js";
-import { type EndpointReport, emptyEndpointReport, type HeldView, type TargetReport } from "./report.js";
-import type { VerifySpec } from "./rollout.js";
 import type { WriteQueues } from "./writers.js";
 
 export interface FleetOptions {

@@ -11,7 +11,7 @@ import {
 	socketKey,
 	type WriteQueue,
 	workerFromInfo,
-} from "../../src/reconcile/writers.js";
+} from "../../../../src/targets/haproxy/engine/writers.js";
 
 /** Runs `n` writes of `ms` each on every queue at once; returns the largest number running together. */
 async function overlap(queues: WriteQueue[], n = 3, ms = 15): Promise<number> {

@@ -3,18 +3,18 @@
  * observation. Pure: plain data in, verdicts out; no I/O, clock or logger.
  */
 import { isIP } from "node:net";
-import { bundleNames } from "../certificates/bundle.js";
-import { chainMatches } from "../certificates/chain.js";
-import { droppedNames, nameSet, sameNameSet } from "../certificates/names.js";
-import type { Bundle, CertificateInfo } from "../certificates/types.js";
-import { downgradeRefusal } from "./downgrade.js";
+import { bundleNames } from "../../../certificates/bundle.js";
+import { chainMatches } from "../../../certificates/chain.js";
+import { droppedNames, nameSet, sameNameSet } from "../../../certificates/names.js";
+import type { Bundle, CertificateInfo } from "../../../certificates/types.js";
+import { downgradeRefusal } from "../../../reconcile/downgrade.js";
 import type {
 	DesiredCertificate,
 	ObservedCrtList,
 	ObservedRef,
 	RefMeta,
 	ServedCertificate,
-} from "./model.js";
+} from "../../../reconcile/model.js";
 import { keeperRef } from "./placement.js";
 
 export type Side = "storage" | "runtime";

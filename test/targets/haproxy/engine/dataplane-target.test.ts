@@ -9,9 +9,9 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { normaliseSerial } from "../../src/certificates/index.js";
-import { cycleExitCode } from "../../src/cli/exit.js";
-import { statusSummary } from "../../src/metrics/status-view.js";
+import { normaliseSerial } from "../../../../src/certificates/index.js";
+import { cycleExitCode } from "../../../../src/cli/exit.js";
+import { statusSummary } from "../../../../src/metrics/status-view.js";
 import {
 	type CycleReport,
 	certificateOnEndpoint,
@@ -19,13 +19,18 @@ import {
 	type EndpointReport,
 	endpointState,
 	type TargetReport,
-} from "../../src/reconcile/report.js";
-import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
-import type { DpapiDouble } from "../harness/dpapi-double/index.js";
-import type { HaproxyOptions } from "../harness/haproxy.js";
-import { assertReloadSafe } from "../harness/invariant.js";
-import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
-import { desiredFromLeaf as desired } from "./scenario.js";
+} from "../../../../src/reconcile/report.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../../harness/certs.js";
+import type { DpapiDouble } from "../../../harness/dpapi-double/index.js";
+import type { HaproxyOptions } from "../../../harness/haproxy.js";
+import { assertReloadSafe } from "../../../harness/invariant.js";
+import {
+	syncOnce as cycle,
+	rig,
+	servedSerial as served,
+	okWrites as writes,
+} from "../../../harness/targets.js";
+import { desiredFromLeaf as desired } from "../../../reconcile/scenario.js";
 
 let ca: TestIssuer;
 const r = rig({ reloadSafe: true });

@@ -4,10 +4,10 @@
  * the exact line to remove. Pure: plain data in, steps and verdicts out.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { classifyEndpoint } from "../../src/reconcile/classify.js";
-import type { DesiredCertificate, ObservedCrtList, ObservedRef } from "../../src/reconcile/model.js";
-import { planEndpoint } from "../../src/reconcile/plan.js";
-import { desiredCert, metaOf, oldMeta, ref, removePolicy } from "./scenario.js";
+import type { DesiredCertificate, ObservedCrtList, ObservedRef } from "../../../../src/reconcile/model.js";
+import { classifyEndpoint } from "../../../../src/targets/haproxy/engine/classify.js";
+import { planEndpoint } from "../../../../src/targets/haproxy/engine/plan.js";
+import { desiredCert, metaOf, oldMeta, ref, removePolicy } from "../../../reconcile/scenario.js";
 
 const LIST = "/etc/haproxy/certs.list";
 const DUP = "/etc/haproxy/ssl/legacy_barsone.pem";
@@ -40,7 +40,7 @@ const fileList = (editable: boolean, lines: Record<string, string[]> = {}): Obse
 	lines,
 });
 
-describe("reconcile/plan with crt-list files", () => {
+describe("haproxy engine: plan with crt-list files", () => {
 	it("an editable file: its lines go first, then memory, then the certificate file", () => {
 		const r = run(
 			[

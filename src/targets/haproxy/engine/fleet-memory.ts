@@ -3,15 +3,15 @@
  * removal was refused), kept in the state store so that neither SIGHUP nor a restart forgets it.
  * Read when the target first runs; written only when it changed; never by plan or status.
  */
-import { CertificateeError, describeError } from "../errors.js";
+import { CertificateeError, describeError } from "../../../errors.js";
 import {
 	type EndpointMemory,
 	endpointsKey,
 	readTargetMemory,
 	type TargetMemory,
 	writeTargetMemory,
-} from "../store/records.js";
-import type { StateStore } from "../store/types.js";
+} from "../../../store/records.js";
+import type { StateStore } from "../../../store/types.js";
 
 export type { EndpointMemory };
 

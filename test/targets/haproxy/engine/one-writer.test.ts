@@ -7,17 +7,17 @@
  * has another address: it shares the queue through the worker both observe (node, pid, start time).
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { probeServed } from "../../src/probe/index.js";
-import { runCycle } from "../../src/reconcile/cycle.js";
-import type { DesiredCertificate } from "../../src/reconcile/model.js";
-import { createWriteQueues, type WriteQueues } from "../../src/reconcile/writers.js";
-import { RuntimeClient } from "../../src/targets/haproxy-runtime/socket.js";
-import type { BuiltTarget } from "../../src/targets/registry.js";
-import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import type { Haproxy } from "../harness/haproxy.js";
-import { assertReloadSafe } from "../harness/invariant.js";
-import { rig } from "../harness/targets.js";
-import { crtDirOf, describeStep, desiredFromLeaf } from "./scenario.js";
+import { probeServed } from "../../../../src/probe/index.js";
+import { runCycle } from "../../../../src/reconcile/cycle.js";
+import type { DesiredCertificate } from "../../../../src/reconcile/model.js";
+import { createWriteQueues, type WriteQueues } from "../../../../src/targets/haproxy/engine/writers.js";
+import { RuntimeClient } from "../../../../src/targets/haproxy-runtime/socket.js";
+import type { BuiltTarget } from "../../../../src/targets/registry.js";
+import { createTestCa, issueTestLeaf, type TestIssuer } from "../../../harness/certs.js";
+import type { Haproxy } from "../../../harness/haproxy.js";
+import { assertReloadSafe } from "../../../harness/invariant.js";
+import { rig } from "../../../harness/targets.js";
+import { crtDirOf, describeStep, desiredFromLeaf } from "../../../reconcile/scenario.js";
 
 let ca: TestIssuer;
 const r = rig();

@@ -1,8 +1,8 @@
-/** The pure half of placement (src/reconcile/placement.ts): the files of a write, and the keeper in place. */
+/** The pure half of placement (src/targets/haproxy/engine/placement.ts): the files of a write, and the keeper in place. */
 import { describe, expect, it } from "vitest";
-import type { ObservedRef, Placement } from "../../src/reconcile/model.js";
-import { keeperRef, placedWrite } from "../../src/reconcile/placement.js";
-import { desiredCert, metaOf } from "./scenario.js";
+import type { ObservedRef, Placement } from "../../../../src/reconcile/model.js";
+import { keeperRef, placedWrite } from "../../../../src/targets/haproxy/engine/placement.js";
+import { desiredCert, metaOf } from "../../../reconcile/scenario.js";
 
 const at = (p: Partial<Placement>): Placement => ({ via: "crt-dir", certFile: "/c/x.pem", extras: {}, ...p });
 

@@ -1,13 +1,18 @@
 /**
  * The seed's thrash loop, on a small model of HAProxy's rules (storage delete leaves the runtime listing;
  * a certificate in a crt-list cannot be deleted from runtime): ten cycles of classify → plan → apply.
- * The same scenario runs against a real HAProxy in test/reconcile/fleet.test.ts.
+ * The same scenario runs against a real HAProxy in the fleet tests (runtime-target.test.ts, dataplane-target.test.ts).
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { classifyEndpoint } from "../../src/reconcile/classify.js";
-import type { DesiredCertificate, HaproxyAction, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
-import { planEndpoint } from "../../src/reconcile/plan.js";
-import { desiredCert, metaOf, oldMeta, removePolicy } from "./scenario.js";
+import type {
+	DesiredCertificate,
+	HaproxyAction,
+	ObservedRef,
+	RefMeta,
+} from "../../../../src/reconcile/model.js";
+import { classifyEndpoint } from "../../../../src/targets/haproxy/engine/classify.js";
+import { planEndpoint } from "../../../../src/targets/haproxy/engine/plan.js";
+import { desiredCert, metaOf, oldMeta, removePolicy } from "../../../reconcile/scenario.js";
 
 interface Node {
 	storage: Map<string, RefMeta>;

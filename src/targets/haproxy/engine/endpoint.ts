@@ -3,11 +3,9 @@
  * Failures are values: an endpoint that does not answer yields a report with its error, never an exception.
  */
 import pLimit from "p-limit";
-import { CertificateeError, describeError, errorView } from "../errors.js";
-import { handshakeRefused } from "../probe/index.js";
-import { auditServed, auditSteps, observedSerial } from "./audit.js";
-import { batchGroups } from "./batches.js";
-import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
+import { CertificateeError, describeError, errorView } from "../../../errors.js";
+import { handshakeRefused } from "../../../probe/index.js";
+import { auditServed, auditSteps, observedSerial } from "../../../reconcile/audit.js";
 import {
 	type ActionResult,
 	type DesiredCertificate,
@@ -16,7 +14,20 @@ import {
 	type HaproxyAction,
 	runtimeNameOf,
 	type ServedCertificate,
-} from "./model.js";
+} from "../../../reconcile/model.js";
+import {
+	type EndpointReport,
+	emptyEndpointReport,
+	type HeldView,
+	type ReloadsView,
+	type ServedView,
+	type StepView,
+	viewAction,
+} from "../../../reconcile/report.js";
+import type { CheckResult, VerifySpec } from "../../../reconcile/rollout.js";
+import { verifyCanary } from "../../../reconcile/rollout-checks.js";
+import { batchGroups } from "./batches.js";
+import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import { planEndpoint } from "./plan.js";
 import {
 	type BreakerState,
@@ -29,17 +40,6 @@ import {
 	type ReloadRecord,
 } from "./reload-budget.js";
 import { redoView, settleOnWorker } from "./reloads.js";
-import {
-	type EndpointReport,
-	emptyEndpointReport,
-	type HeldView,
-	type ReloadsView,
-	type ServedView,
-	type StepView,
-	viewAction,
-} from "./report.js";
-import type { CheckResult, VerifySpec } from "./rollout.js";
-import { verifyCanary } from "./rollout-checks.js";
 import {
 	sameWorker,
 	type WorkerIdentity,

@@ -12,8 +12,8 @@
  * - `.issuer`: the issuer's certificate, used for OCSP only when the chain lacks it. certificatee always writes
  *   the chain, so HAProxy finds the issuer there first: kept (it belongs to the CA, not to the certificate).
  */
-import { sameNameSet } from "../certificates/names.js";
-import type { DesiredCertificate, ObservedRef, PlacedWrite, Placement } from "./model.js";
+import { sameNameSet } from "../../../certificates/names.js";
+import type { DesiredCertificate, ObservedRef, PlacedWrite, Placement } from "../../../reconcile/model.js";
 
 /** The files of a storage write of a ref placed so, or why it is never written. */
 export function placedWrite(p: Placement): PlacedWrite | { refused: string } {

@@ -2,9 +2,10 @@
  * After a reload during the writes, what the report may claim: a step is ok exactly when the serving worker
  * (or the disk) holds its effect, whatever the old worker answered. Pure; endpoint.ts observes and redoes.
  */
+
+import type { HaproxyAction, ObservedRef } from "../../../reconcile/model.js";
+import { type StepView, viewAction } from "../../../reconcile/report.js";
 import { sideMatches } from "./classify.js";
-import type { HaproxyAction, ObservedRef } from "./model.js";
-import { type StepView, viewAction } from "./report.js";
 
 /**
  * After a worker change every applied step says what the serving worker (or the disk) holds: a write it lacks

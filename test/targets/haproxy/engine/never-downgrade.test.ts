@@ -5,12 +5,12 @@
  * one; with it off (the default), the same push goes through. Served is the truth: a TLS probe by SNI.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { normaliseSerial as normal } from "../../src/certificates/names.js";
-import { endpointFailures } from "../../src/reconcile/report.js";
-import type { TargetDeps } from "../../src/targets/types.js";
-import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../harness/certs.js";
-import { rig, servedSerial, syncOnce, okWrites as writes } from "../harness/targets.js";
-import { desiredFromLeaf } from "./scenario.js";
+import { normaliseSerial as normal } from "../../../../src/certificates/names.js";
+import { endpointFailures } from "../../../../src/reconcile/report.js";
+import type { TargetDeps } from "../../../../src/targets/types.js";
+import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../../harness/certs.js";
+import { rig, servedSerial, syncOnce, okWrites as writes } from "../../../harness/targets.js";
+import { desiredFromLeaf } from "../../../reconcile/scenario.js";
 
 const DAY = 86_400_000;
 const names = ["downgrade.test"];

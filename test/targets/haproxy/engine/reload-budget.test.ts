@@ -1,6 +1,7 @@
 /** The reload-budget decision, as a table: pure, time passed in, no I/O. */
 import { describe, expect, it } from "vitest";
-import { reloadNeedsOf } from "../../src/reconcile/endpoint.js";
+import type { StepView } from "../../../../src/reconcile/report.js";
+import { reloadNeedsOf } from "../../../../src/targets/haproxy/engine/endpoint.js";
 import {
 	type BreakerState,
 	breakerCloses,
@@ -9,8 +10,7 @@ import {
 	type ReloadNeed,
 	type ReloadRecord,
 	reloadsInWindow,
-} from "../../src/reconcile/reload-budget.js";
-import type { StepView } from "../../src/reconcile/report.js";
+} from "../../../../src/targets/haproxy/engine/reload-budget.js";
 
 const NOW = new Date("2026-12-02T12:00:00Z");
 const ago = (minutes: number): string => new Date(NOW.getTime() - minutes * 60_000).toISOString();

@@ -8,9 +8,14 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { syncOnce as cycle, rig, servedSerial as served, okWrites as writes } from "../harness/targets.js";
-import { desiredFromLeaf as desired } from "./scenario.js";
+import { createTestCa, issueTestLeaf, type TestIssuer } from "../../../harness/certs.js";
+import {
+	syncOnce as cycle,
+	rig,
+	servedSerial as served,
+	okWrites as writes,
+} from "../../../harness/targets.js";
+import { desiredFromLeaf as desired } from "../../../reconcile/scenario.js";
 
 let ca: TestIssuer;
 const r = rig({ reloadSafe: true });
