@@ -6,7 +6,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { parseBundle } from "../../../dist/certificates/index.js";
-import { placedWrite } from "../../../dist/reconcile/placement.js";
+import { placedWrite } from "../../../dist/targets/haproxy/engine/placement.js";
 import { writePlaced } from "../../../dist/targets/haproxy-runtime/pair.js";
 
 const [journalDir, certFile, keyFile, by, a, b] = process.argv.slice(2);
