@@ -7,8 +7,8 @@
  *   accounts/<issuer>            an ACME issuer's account: its key, the CA's account URL, the contact sent
  *   authorities/<issuer>         a local CA: its root certificate and key
  *   revocations/<issuer>         what a local CA revoked (it has no CRL; the operator acts on the list)
- *   sources/<source>             what a directory source serves in place of its file (the file turned invalid
- *                                or older): the last valid certificate, so every process serves the same
+ *   sources/<source>/<0-f>       what a directory source last served (with keys), so every process keeps the
+ *                                last valid certificate when its file turns invalid or older
  *   replacements/<certificate>   an operator's deliberate replacement (`certificatee replace`): this certificate
  *                                may replace one that expires later (no key material: its fingerprint)
  * Names that are not plain segments are escaped (nameSegment). Every record is validated when read; a record
@@ -244,38 +244,42 @@ export function writeRevocations(
 }
 
 /**
- * A certificate a directory source keeps serving in place of what its file holds now (an invalid file, or one
- * that expires earlier): the last valid one it served. Kept like issued certificates (0600 files in state_dir),
- * so the daemon, `plan`, `status` and a restart all serve the same; key material never leaves the store.
+ * What a directory source last served, per certificate name (in 16 records `sources/<source>/<0-f>` by a hash of
+ * the name): kept like issued certificates (0600 files in state_dir, with the key), so the daemon, `plan`,
+ * `status` and a restart decide from the same memory and keep serving the last valid certificate when its file
+ * turns invalid or older.
  */
-export const heldCertificateSchema = z.object({
+export const servedEntrySchema = z.object({
 	certPem: z.string(),
 	chainPem: z.string(),
 	keyPem: z.string(),
+	/** DNS and IP names, normalised and sorted. */
+	names: z.array(z.string()),
 	/** The file(s) it was read from, for reports. */
 	file: z.string(),
 	serial: z.string(),
 	fingerprint: z.string(),
 	notAfter: isoDate,
-	/** When its file stopped being served. */
-	heldSince: isoDate,
+	/** When this certificate was first served under its name. */
+	since: isoDate,
 });
-export type HeldCertificate = z.infer<typeof heldCertificateSchema>;
-export const sourceMemorySchema = z.object({ held: z.record(z.string(), heldCertificateSchema) });
+export type ServedEntry = z.infer<typeof servedEntrySchema>;
+export const sourceMemorySchema = z.object({ served: z.record(z.string(), servedEntrySchema) });
 export type SourceMemoryRecord = z.infer<typeof sourceMemorySchema>;
+/** The folder of a source's records (`sources/<source>`); each record is one bucket under it. */
 export const sourceMemoryKey = (source: string) => `sources/${nameSegment(source)}`;
 
-export function readSourceMemory(store: StateStore, source: string) {
-	return readRecord(store, sourceMemoryKey(source), sourceMemorySchema);
+export function readSourceMemory(store: StateStore, key: string) {
+	return readRecord(store, key, sourceMemorySchema);
 }
 
 export function writeSourceMemory(
 	store: StateStore,
-	source: string,
+	key: string,
 	record: SourceMemoryRecord,
 	version: number,
 ) {
-	return store.put(sourceMemoryKey(source), sourceMemorySchema.parse(record), version);
+	return store.put(key, sourceMemorySchema.parse(record), version);
 }
 
 /**

@@ -11,7 +11,7 @@ import { CertificateeError, describeError, isCertificateeError } from "../../err
 import type { DesiredCertificate, SourceProblem } from "../../reconcile/model.js";
 import type { Source, SourceResult } from "../types.js";
 import { type Candidate, candidateFiles, groupFiles } from "./files.js";
-import type { Held, SourceMemory } from "./memory.js";
+import { type Previous, previousOf, type SourceMemory } from "./memory.js";
 import { type ParseAllOptions, parseAll, type ReadOutcome } from "./parse-pool.js";
 import {
 	createParsedCache,
@@ -68,23 +68,22 @@ export function createDirectorySource(
 ): WatchableSource {
 	const clock = deps.clock ?? (() => new Date());
 	const cache = createParsedCache(deps.racyMs === undefined ? {} : { racyMs: deps.racyMs });
-	let previous = new Map<string, DesiredCertificate>();
-	// What is served in place of its file, and since when (saved to deps.memory when it changes).
-	let held = new Map<string, Held>();
+	// What the last load served (at first, what the state store remembers): saved to deps.memory when it changes.
+	let previous = new Map<string, Previous>();
 	let restored = false;
 	let last: LastLoad | undefined;
 	let listing: { files: readonly string[]; grouped: Grouped } | undefined;
 
 	async function load(signal: AbortSignal): Promise<SourceResult> {
-		if (!restored && deps.memory) {
-			held = await deps.memory.load();
-			previous = new Map([...held].map(([name, h]) => [name, h.certificate]));
-		}
+		if (!restored && deps.memory) previous = await deps.memory.load();
 		restored = true;
 		const now = clock();
 		const files = await listFiles(config);
 		// Keep serving what was valid before rather than dropping every certificate.
-		if (!Array.isArray(files)) return { certificates: [...previous.values()], problems: [files] };
+		if (!Array.isArray(files)) {
+			const kept = [...previous.values()].flatMap((p) => p.certificate() ?? []);
+			return { certificates: kept, problems: [files] };
+		}
 		// The same names as last time group the same way (groupFiles sorts them: 10 ms at 5,000 files).
 		if (!listing || !sameNames(listing.files, files)) listing = { files, grouped: groupFiles(files) };
 		const { grouped } = listing;
@@ -134,9 +133,9 @@ export function createDirectorySource(
 				}),
 			});
 		}
-		previous = new Map(served.map((d) => [d.name, d]));
-		held = heldAfter(held, served, loaded, now, `source ${config.name}: `);
-		await deps.memory?.save([...held.values()]);
+		previous = servedNow(previous, served, now, `source ${config.name}: `);
+		await deps.memory?.save(previous);
+		const held = heldNow(previous, loaded);
 		const result = { certificates: served, problems: problems.map((p) => withHeldHint(p, held)) };
 		// A read error may clear by itself: such a load is never reused.
 		last = parsed.some((p) => "unreadable" in p)
@@ -202,41 +201,41 @@ export function createDirectorySource(
 	};
 }
 
-/**
- * The certificates served in place of what their files hold now (an invalid or older file): the served ones whose
- * fingerprint no valid file of their name holds. Each keeps the time it was first held.
- */
-function heldAfter(
-	before: ReadonlyMap<string, Held>,
+/** What this load served, as the next load's memory; each keeps the time it was first served under its name. */
+function servedNow(
+	before: ReadonlyMap<string, Previous>,
 	served: readonly DesiredCertificate[],
-	loaded: readonly LoadedFile[],
 	now: Date,
 	/** What precedes the file in a certificate's origin. */
 	prefix: string,
-): Map<string, Held> {
-	const fromFile = new Map(loaded.map((f) => [f.name, f.bundle.leaf.fingerprint]));
-	const out = new Map<string, Held>();
+): Map<string, Previous> {
+	const out = new Map<string, Previous>();
 	for (const d of served) {
-		if (fromFile.get(d.name) === d.bundle.leaf.fingerprint) continue;
 		const was = before.get(d.name);
-		const same = was?.certificate.bundle.leaf.fingerprint === d.bundle.leaf.fingerprint;
-		out.set(d.name, {
-			certificate: d,
-			file: d.origin.startsWith(prefix) ? d.origin.slice(prefix.length) : d.origin,
-			since: same && was ? was.since : now,
-		});
+		const since = was?.fingerprint === d.bundle.leaf.fingerprint ? was.since : now;
+		const file = d.origin.startsWith(prefix) ? d.origin.slice(prefix.length) : d.origin;
+		out.set(d.name, previousOf(d, file, since));
 	}
 	return out;
+}
+
+/** The certificates served in place of what their files hold now (an invalid or older file). */
+function heldNow(
+	served: ReadonlyMap<string, Previous>,
+	loaded: readonly LoadedFile[],
+): Map<string, Previous> {
+	const fromFile = new Map(loaded.map((f) => [f.name, f.bundle.leaf.fingerprint]));
+	return new Map([...served].filter(([name, p]) => fromFile.get(name) !== p.fingerprint));
 }
 
 /**
  * A problem of a file whose certificate is held (the last valid one stays served): its hint says so, and that
  * removing the file removes the certificate.
  */
-function withHeldHint(p: SourceProblem, held: ReadonlyMap<string, Held>): SourceProblem {
+function withHeldHint(p: SourceProblem, held: ReadonlyMap<string, Previous>): SourceProblem {
 	const h = p.certificate === undefined ? undefined : held.get(p.certificate);
-	if (h === undefined) return p;
-	const leaf = h.certificate.bundle.leaf;
+	const leaf = h?.certificate()?.bundle.leaf;
+	if (h === undefined || leaf === undefined) return p;
 	const kept = `the last valid certificate of "${p.certificate}" (serial ${leaf.serial}, expires ${leaf.notAfter.toISOString()}, from ${h.file}) stays served until then; removing the file removes the certificate`;
 	const hint =
 		p.error.code === "SOURCE_OLDER"

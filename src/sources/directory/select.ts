@@ -7,6 +7,7 @@
 import { checkBundle, nameSet } from "../../certificates/index.js";
 import type { Bundle } from "../../certificates/types.js";
 import type { DesiredCertificate } from "../../reconcile/model.js";
+import type { Previous } from "./memory.js";
 
 export interface LoadedFile {
 	name: string;
@@ -17,8 +18,8 @@ export interface LoadedFile {
 
 export interface SelectInput {
 	loaded: readonly LoadedFile[];
-	/** What was served by the previous load, by name. */
-	previous: ReadonlyMap<string, DesiredCertificate>;
+	/** What was served by the previous load (or remembered in the state store), by name. */
+	previous: ReadonlyMap<string, Previous>;
 	/** Names whose files exist but are invalid this time. */
 	invalid: ReadonlySet<string>;
 	now: Date;
@@ -63,19 +64,20 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
 	const served: DesiredCertificate[] = [];
 	for (const file of byNamesAndKey.values()) {
 		const before = input.previous.get(file.name);
-		if (
+		const kept =
 			before &&
 			!isAccepted(file, input.accepted) &&
 			before.names.join(",") === names(file.bundle).join(",") &&
-			file.bundle.leaf.notAfter.getTime() < before.bundle.leaf.notAfter.getTime() &&
-			stillValid(before, input.now)
-		) {
+			file.bundle.leaf.notAfter.getTime() < before.notAfter.getTime()
+				? before.certificate()
+				: undefined;
+		if (kept && stillValid(kept, input.now)) {
 			skipped.push({
 				subject: file.subject,
 				certificate: file.name,
-				message: `${file.subject}: expires ${day(file.bundle.leaf.notAfter)}, before the certificate already served for "${file.name}" (${day(before.bundle.leaf.notAfter)}); keeping that one`,
+				message: `${file.subject}: expires ${day(file.bundle.leaf.notAfter)}, before the certificate already served for "${file.name}" (${day(kept.bundle.leaf.notAfter)}); keeping that one`,
 			});
-			served.push(before);
+			served.push(kept);
 			continue;
 		}
 		served.push({
@@ -87,8 +89,9 @@ export function selectNewest(input: SelectInput): { served: DesiredCertificate[]
 	}
 	// An invalid file never replaces the valid certificate served before it.
 	for (const name of input.invalid) {
-		const before = input.previous.get(name);
-		if (before && stillValid(before, input.now) && !served.some((d) => d.name === name)) served.push(before);
+		if (served.some((d) => d.name === name)) continue;
+		const before = input.previous.get(name)?.certificate();
+		if (before && stillValid(before, input.now)) served.push(before);
 	}
 	return { served: served.sort((a, b) => a.name.localeCompare(b.name)), skipped };
 }
