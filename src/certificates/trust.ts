@@ -142,3 +142,26 @@ export function verifyChain(
 export function verifyBundle(bundle: Bundle, store: TrustStore, now: Date, what: string): TrustVerdict {
 	return verifyChain(certificatesOf(bundle.fullchainPem), store, now, what);
 }
+
+/** A verdict is reused for this long (a chain's validity dates are checked again after it). */
+const REUSE_MS = 3_600_000;
+
+/**
+ * verifyBundle with its verdicts kept per chain and store for an hour: a check costs 1-3 ms (the signatures), and a
+ * target checks every certificate every cycle. Entries no cycle asked for in the last hour are dropped.
+ */
+export function createTrustCache(): typeof verifyBundle {
+	const kept = new Map<string, { verdict: TrustVerdict; at: number }>();
+	return (bundle, store, now, what) => {
+		const key = [store.source, what, bundle.leaf.fingerprint, ...bundle.chain.map((c) => c.fingerprint)].join(
+			" ",
+		);
+		const hit = kept.get(key);
+		const t = now.getTime();
+		if (hit && t - hit.at < REUSE_MS && t >= hit.at) return hit.verdict;
+		const verdict = verifyBundle(bundle, store, now, what);
+		kept.set(key, { verdict, at: t });
+		if (kept.size > 1024) for (const [k, v] of kept) if (t - v.at >= REUSE_MS) kept.delete(k);
+		return verdict;
+	};
+}

@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { parseBundle } from "../../src/certificates/index.js";
 import {
 	certificatesOf,
+	createTrustCache,
 	loadTrustStore,
 	type TrustStore,
 	verifyBundle,
@@ -123,5 +124,23 @@ describe("certificates/trust", () => {
 		expect(certificatesOf(root.certPem)).toHaveLength(1);
 		const v = verifyBundle(await bundle(intermediate, intermediate.certPem), system, new Date(), "c");
 		expect(v.ok).toBe(false);
+	});
+
+	it("the cache reuses a chain's verdict for an hour, then checks it again (validity dates included)", async () => {
+		const verify = createTrustCache();
+		const b = await bundle(intermediate, intermediate.certPem);
+		const now = new Date();
+		const first = verify(b, store, now, "c");
+		expect(first.ok).toBe(true);
+		expect(verify(b, store, new Date(now.getTime() + 59 * 60_000), "c")).toBe(first);
+		const started = performance.now();
+		for (let i = 0; i < 5000; i++) verify(b, store, now, "c");
+		expect(performance.now() - started).toBeLessThan(1000);
+		// Past the hour (here: past the intermediate's end) it is checked again.
+		const later = verify(b, store, new Date(now.getTime() + 20 * 365 * 86_400_000), "c");
+		expect(later).not.toBe(first);
+		expect(later.ok).toBe(false);
+		// Another chain or another store is its own entry.
+		expect(verify(await bundle(intermediate, ""), store, now, "c").ok).toBe(false);
 	});
 });

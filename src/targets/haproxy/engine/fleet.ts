@@ -5,7 +5,7 @@
 import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
 import { formatDuration } from "../../../base/duration.js";
-import { type TrustStore, verifyBundle } from "../../../certificates/trust.js";
+import { createTrustCache, type TrustStore, verifyBundle } from "../../../certificates/trust.js";
 import type { CycleMode, TargetRollout, TargetRunner } from "../../../reconcile/cycle.js";
 import { selectCertificates } from "../../../reconcile/cycle.js";
 import type { DesiredCertificate, EndpointDriver } from "../../../reconcile/model.js";
@@ -65,6 +65,8 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 	// Per endpoint: an endpoint that keeps failing backs off (skips sync cycles) without slowing the others;
 	// duplicates whose removal it refused (direct crt line) are remembered so removal is not retried.
 	let loaded: Map<string, EndpointMemory> | undefined;
+	// Chains checked against the trust stores, kept between cycles (an unchanged chain is not verified again).
+	const verify = createTrustCache();
 	const remembered = async () => {
 		const names = options.endpoints.map((e) => e.name);
 		if (options.memory?.shared) return options.memory.load(names);
@@ -139,7 +141,14 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			const desired = selected
 				.filter((certificate) => !colliding.has(certificate.name))
 				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
-			const holds = trustHolds(options.name, desired, options.trust, options.now(), options.certificateTrust);
+			const holds = trustHolds(
+				options.name,
+				desired,
+				options.trust,
+				options.now(),
+				options.certificateTrust,
+				verify,
+			);
 			const limit = pLimit(options.concurrency ?? 8);
 			const memory = await remembered();
 			const owned = options.owns ? options.endpoints.filter((e) => options.owns!(e.name)) : options.endpoints;
@@ -208,13 +217,14 @@ export function trustHolds(
 	trust: TrustStore | undefined,
 	now: Date,
 	certificateTrust?: (certificate: string) => TrustStore | undefined,
+	verify: typeof verifyBundle = verifyBundle,
 ): Map<string, HeldView> {
 	const holds = new Map<string, HeldView>();
 	for (const { certificate } of desired) {
 		// The certificate's own store first, then the target's: the chain must verify against each one set.
 		const stores = [certificateTrust?.(certificate.name), trust].filter((t) => t !== undefined);
 		const verdict = stores
-			.map((store) => verifyBundle(certificate.bundle, store, now, `certificate ${certificate.name}`))
+			.map((store) => verify(certificate.bundle, store, now, `certificate ${certificate.name}`))
 			.find((v) => !v.ok);
 		if (verdict === undefined || verdict.ok) continue;
 		holds.set(certificate.name, {
