@@ -14,7 +14,7 @@ import {
 	type RenewalView,
 	stepCounts,
 } from "../reconcile/report.js";
-import type { Verdict } from "../targets/haproxy/engine/classify.js";
+import type { Verdict } from "../reconcile/verdict.js";
 import { type Cell, renderTable, type Styler } from "./table.js";
 
 function verdictLine(v: Verdict): string {

@@ -4,25 +4,9 @@
  * Serials and names only: never key material. The daemon and `sync` log each event as one line.
  */
 import type { ActionOp, ObservedRef } from "./model.js";
-import type { ServedView, StepView } from "./report.js";
+import type { AuditEvent, ServedView, StepView } from "./report.js";
 
-export interface AuditEvent {
-	event: "write" | "removal" | "served-change";
-	target: string;
-	endpoint: string;
-	certificate?: string;
-	ref?: string;
-	op?: ActionOp;
-	crtList?: string;
-	/** served-change: the SNI name probed. */
-	sni?: string;
-	/** What the ref (or the name) held before; absent when it held nothing or the side does not say. */
-	oldSerial?: string;
-	/** What was written (or is served now); absent for a removal. */
-	newSerial?: string;
-	/** served-change: the name now serves the desired certificate. */
-	match?: boolean;
-}
+export type { AuditEvent };
 
 const REMOVALS = new Set<ActionOp>([
 	"crt-list-remove",

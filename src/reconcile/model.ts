@@ -13,6 +13,39 @@ import type { CertificateeError } from "../errors.js";
  */
 export type ReloadReason = "new-certificate" | "too-large";
 
+/** One reload certificatee did (or tried), as remembered in the state store. */
+export interface ReloadRecord {
+	/** ISO time the reload was asked for. */
+	at: string;
+	reasons: ReloadReason[];
+	/** ok: the new worker serves what was written; failed: the reload failed; not-served: it reloaded, but the probe disagrees. */
+	result: "ok" | "failed" | "not-served";
+}
+
+/** Open: writes to the endpoint stop until it serves what was written again, or an operator clears it. */
+export interface BreakerState {
+	openedAt: string;
+	code: "RELOAD_FAILED";
+	message: string;
+}
+
+export interface BudgetView {
+	maxPerHour: number;
+	used: number;
+	remaining: number;
+	/** When the oldest counted reload leaves the window (ISO), when the budget is used up and not 0. */
+	nextAt?: string;
+}
+
+/** Which ref serves a name after a plan's runtime writes (targets/haproxy/engine/serving.ts). */
+export interface ServingAfter {
+	sni: string;
+	/** The ref that serves the name after the writes (for the keeper's key type). */
+	ref: string;
+	/** The desired certificate whose name it is. */
+	certificate: string;
+}
+
 /** One certificate certificatee is responsible for, from a source or an issuer. */
 export interface DesiredCertificate {
 	/** Config name, e.g. "example-com". */

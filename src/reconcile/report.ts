@@ -1,19 +1,41 @@
 /** What a cycle found and did: JSON-safe, free of key material. `plan --json` prints it unchanged. */
 import { isIP } from "node:net";
 import type { ErrorView } from "../errors.js";
-import type { RefusalCode, Verdict } from "../targets/haproxy/engine/classify.js";
 import type {
+	Action,
+	ActionOp,
 	BreakerState,
 	BudgetView,
 	ReloadReason,
 	ReloadRecord,
-} from "../targets/haproxy/engine/reload-budget.js";
-import type { ServingAfter } from "../targets/haproxy/engine/serving.js";
-import type { AuditEvent } from "./audit.js";
-import type { Action, ActionOp, RenewalState, RenewalView, ReplacementView } from "./model.js";
+	RenewalState,
+	RenewalView,
+	ReplacementView,
+	ServingAfter,
+} from "./model.js";
 import type { CheckResult, RolloutView } from "./rollout.js";
+import type { RefusalCode, Verdict } from "./verdict.js";
 
 export type { RenewalState, RenewalView } from "./model.js";
+
+/** One line of the audit trail (audit.ts): a write, a removal, or a name whose served certificate changed. */
+export interface AuditEvent {
+	event: "write" | "removal" | "served-change";
+	target: string;
+	endpoint: string;
+	certificate?: string;
+	ref?: string;
+	op?: ActionOp;
+	crtList?: string;
+	/** served-change: the SNI name probed. */
+	sni?: string;
+	/** What the ref (or the name) held before; absent when it held nothing or the side does not say. */
+	oldSerial?: string;
+	/** What was written (or is served now); absent for a removal. */
+	newSerial?: string;
+	/** served-change: the name now serves the desired certificate. */
+	match?: boolean;
+}
 
 /** An action as shown in plans and reports: never the bundle, only its identity. */
 export interface StepView {

@@ -39,18 +39,15 @@ const APART: Array<[RegExp, RegExp]> = [
 	[/^reconcile\//, /^(config|sources|renewal|desired)\//],
 	// A kind gets its options parsed by its own schema; only the registries see the assembled config.
 	[/^(sources|targets)\/[\w-]+\//, /^config\//],
+	// The directory kind speaks the core's words (reconcile/verdict.ts, model.ts), not the HAProxy engine's.
+	[/^targets\/directory\//, /^targets\/haproxy/],
 	// The two HAProxy kinds share targets/haproxy/, not each other.
 	[/^targets\/haproxy-runtime\//, /^targets\/haproxy-dataplane\//],
 	[/^targets\/haproxy-dataplane\//, /^targets\/haproxy-runtime\//],
 ];
 
 /** Upward imports that remain today, each for a part of issue 22 to remove. */
-const KNOWN = new Set<string>([
-	// The report's vocabulary (verdicts, reload budget, serving after) still lives in the HAProxy engine.
-	"reconcile/report.ts -> targets/haproxy/engine/classify.ts",
-	"reconcile/report.ts -> targets/haproxy/engine/reload-budget.ts",
-	"reconcile/report.ts -> targets/haproxy/engine/serving.ts",
-]);
+const KNOWN = new Set<string>([]);
 
 const layerOf = (file: string) => LAYERS.findIndex(([, pattern]) => pattern.test(file));
 const IMPORT =

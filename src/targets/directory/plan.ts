@@ -7,7 +7,7 @@
 
 import { downgradeRefusal } from "../../reconcile/downgrade.js";
 import type { DesiredCertificate, DirectoryAction, PlannedStep } from "../../reconcile/model.js";
-import type { Verdict } from "../haproxy/engine/classify.js";
+import type { Verdict } from "../../reconcile/verdict.js";
 import type { ObservedSet } from "./index.js";
 
 type Observed = Extract<ObservedSet, { ok: true }>;

@@ -4,9 +4,9 @@
  * (endpoint.ts: the reload, the probe; the fleet runner: the memory) act on these answers.
  */
 
-import type { ReloadReason } from "../../../reconcile/model.js";
+import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "../../../reconcile/model.js";
 
-export type { ReloadReason };
+export type { BreakerState, BudgetView, ReloadReason, ReloadRecord };
 export const RELOAD_REASONS: readonly ReloadReason[] = ["new-certificate", "too-large"];
 
 /** One ref whose written file only a reload makes live. */
@@ -14,22 +14,6 @@ export interface ReloadNeed {
 	ref: string;
 	certificate?: string;
 	reason: ReloadReason;
-}
-
-/** One reload certificatee did (or tried), as remembered in the state store. */
-export interface ReloadRecord {
-	/** ISO time the reload was asked for. */
-	at: string;
-	reasons: ReloadReason[];
-	/** ok: the new worker serves what was written; failed: the reload failed; not-served: it reloaded, but the probe disagrees. */
-	result: "ok" | "failed" | "not-served";
-}
-
-/** Open: writes to the endpoint stop until it serves what was written again, or an operator clears it. */
-export interface BreakerState {
-	openedAt: string;
-	code: "RELOAD_FAILED";
-	message: string;
 }
 
 export const BUDGET_WINDOW_MS = 3_600_000;
@@ -46,14 +30,6 @@ export function reloadsInWindow(history: readonly ReloadRecord[], now: Date): Re
 /** What the memory keeps: the reloads of the last hour (older ones never count again). */
 export function pruneHistory(history: readonly ReloadRecord[], now: Date): ReloadRecord[] {
 	return reloadsInWindow(history, now);
-}
-
-export interface BudgetView {
-	maxPerHour: number;
-	used: number;
-	remaining: number;
-	/** When the oldest counted reload leaves the window (ISO), when the budget is used up and not 0. */
-	nextAt?: string;
 }
 
 export function budgetView(maxPerHour: number, history: readonly ReloadRecord[], now: Date): BudgetView {

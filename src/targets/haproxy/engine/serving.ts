@@ -16,16 +16,11 @@ import type {
 	ObservedRef,
 	PlannedStep,
 	ServedCertificate,
+	ServingAfter,
 } from "../../../reconcile/model.js";
 import type { Verdict } from "./classify.js";
 
-export interface ServingAfter {
-	sni: string;
-	/** The ref that serves the name after the writes (for the keeper's key type). */
-	ref: string;
-	/** The desired certificate whose name it is. */
-	certificate: string;
-}
+export type { ServingAfter };
 
 export interface ServingInput {
 	steps: readonly PlannedStep[];
