@@ -3,9 +3,11 @@
  * classify and plan (pure, plan.ts), apply the writes in order (sync), report. A directory target is one
  * endpoint, its path; a set that cannot be written is a failed step, never an exception.
  */
+import { createTrustCache, type TrustStore } from "../../certificates/trust.js";
 import { errorView } from "../../errors.js";
 import { auditSteps } from "../../reconcile/audit.js";
 import type { TargetRunner } from "../../reconcile/cycle.js";
+import { trustHolds } from "../../reconcile/holds.js";
 import type { DesiredCertificate, DirectoryAction, PlannedStep } from "../../reconcile/model.js";
 import { emptyEndpointReport, type StepView, viewAction } from "../../reconcile/report.js";
 import {
@@ -28,9 +30,15 @@ export function createDirectoryRunner(
 	config: DirectoryTargetConfig,
 	options: DirectoryTargetOptions = {},
 	now: () => Date = () => new Date(),
-	policy: { neverDowngrade?: boolean } = {},
+	policy: {
+		neverDowngrade?: boolean;
+		/** The target's trust_store, and each certificate's own: a chain that does not verify is never written. */
+		trust?: TrustStore;
+		certificateTrust?: (certificate: string) => TrustStore | undefined;
+	} = {},
 ): TargetRunner {
 	const neverDowngrade = policy.neverDowngrade === true;
+	const verify = createTrustCache();
 	const driver = createDirectoryDriver(config, options);
 	return {
 		name: config.name,
@@ -40,6 +48,21 @@ export function createDirectoryRunner(
 			const observation = await driver.observe(desired, signal);
 			const byName = new Map(desired.map((d) => [d.name, d]));
 			const entries = observation.sets.flatMap((set) => entriesOf(set, byName, config, neverDowngrade));
+			const holds = trustHolds(
+				config.name,
+				desired.map((certificate) => ({ certificate })),
+				policy.trust,
+				now(),
+				policy.certificateTrust,
+				verify,
+			);
+			for (const e of entries) {
+				const hold = e.view.certificate === undefined ? undefined : holds.get(e.view.certificate);
+				if (hold === undefined || e.action === undefined) continue;
+				delete e.action;
+				if (mode === "sync") e.view.result = "skipped";
+				e.view.note = `${hold.code}: ${hold.message}`;
+			}
 			if (mode === "sync") await applyInOrder(driver, entries, signal);
 			const inSync = observation.sets.flatMap((set) =>
 				settled(set, byName.get(set.certificate), entries, { mode, neverDowngrade }),
@@ -57,6 +80,7 @@ export function createDirectoryRunner(
 				verdicts: inSync,
 				steps,
 				...(audit.length > 0 ? { audit } : {}),
+				...(holds.size > 0 ? { held: [...holds.values()] } : {}),
 				refs: inSync.map((v) => ({ ref: v.ref, class: v.class, ...notAfter(byName.get(v.certificate)) })),
 				durationMs: now().getTime() - started,
 			};

@@ -1,6 +1,7 @@
 /** Config of a `type: directory` target: where certificates are written as files, and in which layout. */
 import { z } from "zod";
 import { duration } from "../../base/duration.js";
+import { trustStoreSchema } from "../../certificates/trust.js";
 
 const fileMode = z
 	.string()
@@ -18,6 +19,8 @@ export const directoryTargetSchema = z.strictObject({
 	swap: z.enum(["exchange", "symlink", "exchange-or-symlink"]).default("exchange"),
 	/** Certificate names this target receives; default all. */
 	certificates: z.array(z.string().min(1)).min(1).optional(),
+	/** A PEM bundle (or `system`) every chain must verify against before it is written here (docs/rollouts.md). */
+	trust_store: trustStoreSchema,
 	/** Runs once per certificate whose files actually changed; never on a no-op. */
 	on_change: z
 		.strictObject({

@@ -5,9 +5,10 @@
 import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
 import { formatDuration } from "../../../base/duration.js";
-import { createTrustCache, type TrustStore, verifyBundle } from "../../../certificates/trust.js";
+import { createTrustCache, type TrustStore } from "../../../certificates/trust.js";
 import type { CycleMode, TargetRollout, TargetRunner } from "../../../reconcile/cycle.js";
 import { selectCertificates } from "../../../reconcile/cycle.js";
+import { trustHolds } from "../../../reconcile/holds.js";
 import type { DesiredCertificate, EndpointDriver } from "../../../reconcile/model.js";
 import {
 	type EndpointReport,
@@ -208,35 +209,6 @@ function rolloutJob(
 		...(holds.size > 0 ? { holds } : {}),
 		...(verify.size > 0 ? { verify } : {}),
 	};
-}
-
-/** The certificates whose chain the target's trust store rejects: held on every endpoint, each a failure. */
-export function trustHolds(
-	target: string,
-	desired: ReadonlyArray<{ certificate: DesiredCertificate }>,
-	trust: TrustStore | undefined,
-	now: Date,
-	certificateTrust?: (certificate: string) => TrustStore | undefined,
-	verify: typeof verifyBundle = verifyBundle,
-): Map<string, HeldView> {
-	const holds = new Map<string, HeldView>();
-	for (const { certificate } of desired) {
-		// The certificate's own store first, then the target's: the chain must verify against each one set.
-		const stores = [certificateTrust?.(certificate.name), trust].filter((t) => t !== undefined);
-		const verdict = stores
-			.map((store) => verify(certificate.bundle, store, now, `certificate ${certificate.name}`))
-			.find((v) => !v.ok);
-		if (verdict === undefined || verdict.ok) continue;
-		holds.set(certificate.name, {
-			certificate: certificate.name,
-			kind: "trust",
-			code: verdict.code,
-			message: `${verdict.message}; not pushed to target ${target}`,
-			hint: verdict.hint,
-			failed: true,
-		});
-	}
-	return holds;
 }
 
 /**
