@@ -194,19 +194,31 @@ export function answerFor(
 		};
 	}
 	const endpoints = endpointsOf(end.report, request.certificate);
-	const serial = renewal.serial ? { serial: renewal.serial } : {};
+	return servedOrBehind(base, renewal.serial, endpoints, "ordered, ");
+}
+
+/**
+ * `served` when every endpoint that carries the certificate converged on `serial`; else `failed`, naming each
+ * endpoint behind and why.
+ */
+function servedOrBehind(
+	base: Pick<RequestAnswer, "id" | "takenAt" | "at" | "pid">,
+	serialText: string | undefined,
+	endpoints: NonNullable<RequestAnswer["endpoints"]>,
+	done: string,
+): RequestAnswer {
+	const serial = serialText ? { serial: serialText } : {};
 	const behind = endpoints.filter((e) => !e.converged);
 	const where = `${endpoints.length - behind.length}/${endpoints.length} endpoint${endpoints.length === 1 ? "" : "s"}`;
-	if (behind.length === 0) {
+	if (behind.length === 0)
 		return {
 			...base,
 			...serial,
 			state: "served",
 			endpoints,
-			message: `serial ${renewal.serial ?? "?"} served on ${where}`,
+			message: `serial ${serialText ?? "?"} served on ${where}`,
 		};
-	}
-	const message = `serial ${renewal.serial ?? "?"} ordered, served on ${where}: ${behind.map((e) => `${e.endpoint}: ${e.reason ?? "not converged"}`).join("; ")}`;
+	const message = `serial ${serialText ?? "?"} ${done}served on ${where}: ${behind.map((e) => `${e.endpoint}: ${e.reason ?? "not converged"}`).join("; ")}`;
 	return {
 		...base,
 		...serial,
@@ -267,28 +279,5 @@ function answerForReplacement(
 			},
 		};
 	}
-	const endpoints = endpointsOf(report, request.certificate);
-	const behind = endpoints.filter((e) => !e.converged);
-	const where = `${endpoints.length - behind.length}/${endpoints.length} endpoint${endpoints.length === 1 ? "" : "s"}`;
-	if (behind.length === 0)
-		return {
-			...base,
-			...serial,
-			state: "served",
-			endpoints,
-			message: `serial ${want.serial} served on ${where}`,
-		};
-	const message = `serial ${want.serial} served on ${where}: ${behind.map((e) => `${e.endpoint}: ${e.reason ?? "not converged"}`).join("; ")}`;
-	return {
-		...base,
-		...serial,
-		state: "failed",
-		endpoints,
-		message,
-		error: {
-			code: "NOT_AVAILABLE",
-			message,
-			hint: "the daemon keeps pushing it every cycle; certificatee status shows each endpoint",
-		},
-	};
+	return servedOrBehind(base, want.serial, endpointsOf(report, request.certificate), "");
 }

@@ -187,6 +187,36 @@ describe("sources/directory", () => {
 		}
 	});
 
+	it("a deliberate replacement (certificatee replace) is served although it expires earlier, and only that certificate", async () => {
+		const config = directorySourceSchema.parse({ name: "certs", type: "directory", path: dir });
+		const long = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(300) });
+		const short = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(80) });
+		const other = await issueTestLeaf(ca, { names: ["a.test"], notAfter: inDays(70) });
+		let accepted = new Map<string, string>();
+		const s = createDirectorySource(config, { replacements: async () => accepted });
+		await put("a.pem", long.combinedPem);
+		expect(served(await s.load(signal))).toEqual([`a ${long.serial}`]);
+		await put("a.pem", short.combinedPem);
+		expect(report(await s.load(signal))).toEqual(["a.pem: SOURCE_OLDER"]);
+
+		const fingerprint = (await createDirectorySource(config).load(signal)).certificates[0]?.bundle.leaf
+			.fingerprint;
+		accepted = new Map([["a", fingerprint as string]]);
+		let result = await s.load(signal);
+		expect(served(result)).toEqual([`a ${short.serial}`]);
+		expect(result.problems).toEqual([]);
+
+		// Another file that expires earlier still is not.
+		await put("a.pem", other.combinedPem);
+		expect(served(await s.load(signal))).toEqual([`a ${short.serial}`]);
+		// Beside another file for the same names, the replacement wins.
+		await put("a.pem", short.combinedPem);
+		await put("b.pem", long.combinedPem);
+		result = await s.load(signal);
+		expect(served(result)).toEqual([`a ${short.serial}`]);
+		expect(result.problems[0]?.error.message).toContain("deliberate replacement");
+	});
+
 	it("serves an RSA and an ECDSA file for the same names side by side; two files of one key type compete with a true reason", async () => {
 		const notAfter = inDays(60);
 		const notBefore = inDays(-1);

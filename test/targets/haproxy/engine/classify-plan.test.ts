@@ -630,6 +630,16 @@ describe("haproxy engine: classify + plan: never downgrade", () => {
 		if (verdict === "refused") expect(r.verdicts[0]).toMatchObject({ code: "UPDATE_WOULD_DOWNGRADE" });
 	});
 
+	it("a deliberate replacement (certificatee replace) is pushed over a later expiry, option on", () => {
+		const replacement = { reason: "key compromise", by: "alice@host", requestedAt: new Date().toISOString() };
+		const r = run([ref("barsone.pem", { storage: live(30), runtime: live(30) })], {
+			policy: on,
+			desired: [{ ...keeper, replacement }],
+		});
+		expect(r.classes["barsone.pem"]).toBe("stale");
+		expect(r.ops).toEqual(pushed);
+	});
+
 	it("checked before the names: a newer certificate with more names is kept as newer, not as names dropped", () => {
 		const newer = { ...live(30), names: [...keeper.names, "extra.barsone.test"].sort() };
 		const r = run([ref("barsone.pem", { storage: newer, runtime: newer })], { policy: on });
