@@ -55,7 +55,16 @@ export function dataplaneTarget(
 		name: "fra",
 		type: "haproxy-dataplane",
 		storage_dir: h.crtDir,
-		endpoints: [{ name: "fra1", url: d.url, username: d.username, password: d.password, probe: h.address }],
+		endpoints: [
+			{
+				name: "fra1",
+				url: d.url,
+				username: d.username,
+				password: d.password,
+				probe: h.address,
+				...(d.masterRuntime ? { master_runtime: true } : {}),
+			},
+		],
 		...overrides,
 	});
 	return buildTarget(config, deps(extra));

@@ -150,6 +150,12 @@ export function createDataplaneEndpoint(
 			}
 		},
 	};
+	if (config.master_runtime) {
+		// Through the master CLI, `@1 show info` cannot name the old worker once a reload has begun: on HAProxy
+		// up to 3.0 the master re-executes itself and parses the files before it answers again; from 3.1 it
+		// routes `@1` to the new worker. One GET instead of a second full observation after the writes.
+		driver.worker = () => workerInfo(new AbortController().signal);
+	}
 	const address = config.probe;
 	if (address !== undefined) {
 		driver.probe = (sni, signal, keyType) =>

@@ -29,6 +29,10 @@ export const dataplaneEndpointSchema = z.strictObject({
 	timeout: duration.pipe(z.number().positive({ error: "timeout must be more than 0" })).prefault("10s"),
 	/** The largest answer read (a storage listing of 10,000 certificates is about 20 MiB). */
 	max_response_size: byteSize.prefault("64MiB"),
+	/** The API reaches HAProxy through its master CLI (dataplaneapi's `master_runtime`, HAProxy in master-worker
+	 * mode): after the writes only `/runtime/info` is asked, and the endpoint is observed again only when the
+	 * worker changed. Otherwise (the default) it is observed again in full. */
+	master_runtime: z.boolean().optional(),
 });
 export type DataplaneEndpointConfig = z.output<typeof dataplaneEndpointSchema>;
 

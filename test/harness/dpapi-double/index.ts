@@ -86,6 +86,9 @@ export interface DpapiDoubleOptions {
 	/** HAProxy's tune.bufsize (default 16384): `set ssl cert` requests that reach it are recorded in
 	 * `overflows` and answered as the real server would, never sent to the test HAProxy. */
 	bufsize?: number;
+	/** Reach HAProxy through the master CLI (`@1 <cmd>`), as dataplaneapi does with `master_runtime` in
+	 * master-worker mode (client-native's runtime client), instead of the worker's admin socket. */
+	masterRuntime?: boolean;
 }
 
 export interface DpapiDouble {
@@ -94,6 +97,8 @@ export interface DpapiDouble {
 	readonly password: string;
 	/** The runtime client the double drives HAProxy with (for assertions on HAProxy's own view). */
 	readonly runtime: RuntimeClient;
+	/** Whether it reaches HAProxy through the master CLI (the endpoint's `master_runtime`). */
+	readonly masterRuntime: boolean;
 	/** Requests per operationId (faulted ones included), or one operation's count. */
 	counts(): Record<string, number>;
 	count(operation: string): number;
@@ -242,7 +247,12 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 	const expectedAuth = `Basic ${Buffer.from(`${username}:${password}`).toString("base64")}`;
 	// The worker's admin socket, with the client's own reload detection before each request: the master
 	// socket is briefly absent while the master re-executes itself on a reload.
-	const client = new RuntimeClient({ address: options.haproxy.adminSocket, name: "double" });
+	const runtimeSocket = options.masterRuntime ? options.haproxy.masterSocket : options.haproxy.adminSocket;
+	const client = new RuntimeClient({
+		address: runtimeSocket,
+		name: "double",
+		...(options.masterRuntime ? { master: true } : {}),
+	});
 	// The reload agent's last known good configuration, taken at start as dataplaneapi does.
 	await copyFile(join(options.haproxy.dir, "haproxy.cfg"), join(options.haproxy.dir, "haproxy.cfg.lkg"));
 	let reloadCounter = 0;
@@ -256,7 +266,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		mapsDir: options.mapsDir ?? options.haproxy.dir,
 		configFile: join(options.haproxy.dir, "haproxy.cfg"),
 		runtime: client,
-		runtimeSocket: options.haproxy.adminSocket,
+		runtimeSocket,
 		// The reload agent with a reload command like Debian's `systemctl reload haproxy` (haproxy -c, then
 		// SIGUSR2; client-native's master-socket reload needs HAProxy 2.7): a command that fails restores
 		// haproxy.cfg from the last known good copy and throws; certificate files are never rolled back.
@@ -455,6 +465,7 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		username,
 		password,
 		runtime: client,
+		masterRuntime: options.masterRuntime ?? false,
 		counts: () => ({ ...counts }),
 		count: (operation) => counts[operation] ?? 0,
 		requests,

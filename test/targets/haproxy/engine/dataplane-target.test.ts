@@ -43,6 +43,7 @@ interface Extra {
 	trailingSlash?: boolean;
 	crtList?: boolean;
 	bufsize?: number;
+	masterRuntime?: boolean;
 }
 
 async function setup(crtDir: Record<string, string>, extra: Extra = {}) {
@@ -51,7 +52,7 @@ async function setup(crtDir: Record<string, string>, extra: Extra = {}) {
 
 async function setupWith(options: HaproxyOptions, extra: Extra = {}) {
 	const h = await r.haproxy(options);
-	const d = await r.dpapi(h);
+	const d = await r.dpapi(h, extra.masterRuntime ? { masterRuntime: true } : {});
 	const t = r.dataplane(h, d, {
 		storage_dir: extra.trailingSlash ? `${h.crtDir}/` : h.crtDir,
 		...(extra.crtList ? { crt_list: h.crtListPath } : {}),
@@ -252,6 +253,32 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(writes(await cycle(t, [desired("renew", v2, names)]))).toEqual([]);
 		expect(apiWrites(d)).toBe(settled);
 		expect(await h.workerPid()).toBe(pid);
+	});
+
+	it("master_runtime: a renewal is confirmed by one /runtime/info naming the same worker, not a second observation", async () => {
+		const names = ["renew.test"];
+		const v1 = await issueTestLeaf(ca, { names });
+		const { h, d, t } = await setup({ "renew.pem": v1.combinedPem }, { masterRuntime: true });
+		expect(writes(await cycle(t, [desired("renew", v1, names)]))).toEqual([]);
+		const v2 = await issueTestLeaf(ca, { names });
+		const before = d.counts();
+		const delta = (op: string) => d.count(op) - (before[op] ?? 0);
+		const e = await cycle(t, [desired("renew", v2, names)]);
+		expect(writes(e)).toEqual(["storage-replace renew.pem", "runtime-set renew.pem"]);
+		expect(e.steps.map((s) => s.result)).toEqual(["ok", "ok"]);
+		// One observation (its listing and its worker), then one /runtime/info after the writes.
+		expect(delta("getAllStorageSSLCertificates")).toBe(1);
+		expect(delta("getHaproxyProcessInfo")).toBe(2);
+		expect(await served(h, "renew.test")).toBe(normaliseSerial(v2.serial));
+		// Without it (the default) the endpoint is observed again in full after its writes.
+		const plain = await setup({ "renew.pem": v1.combinedPem });
+		await cycle(plain.t, [desired("renew", v1, names)]);
+		const was = plain.d.count("getAllStorageSSLCertificates");
+		expect(writes(await cycle(plain.t, [desired("renew", v2, names)]))).toEqual([
+			"storage-replace renew.pem",
+			"runtime-set renew.pem",
+		]);
+		expect(plain.d.count("getAllStorageSSLCertificates") - was).toBe(2);
 	});
 
 	it("a new certificate goes live through the configured crt-list, stays converged, and renews hot", async () => {

@@ -4,7 +4,9 @@
  * that lands on the old worker after that is lost. certificatee must notice the worker change, redo what the
  * new worker lacks in the same cycle, and never report ok a write the serving worker does not hold: checked
  * with `show ssl cert` on the new worker, the files on disk, and a TLS probe of every name. Through the Data
- * Plane API the worker is named by `GET /services/haproxy/runtime/info` (client-native's `show info typed`).
+ * Plane API the worker is named by `GET /services/haproxy/runtime/info` (client-native's `show info typed`):
+ * with the API on a worker's stats socket the endpoint is observed again in full after its writes; with the API on
+ * the master CLI (`master_runtime`) only that one GET is asked, and a reload must still never hide a lost write.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -143,6 +145,18 @@ describe("a reload during a cycle", () => {
 		let double: DpapiDouble | undefined;
 		const node = await setup(30, async (h) => {
 			const d = await r.dpapi(h);
+			double = d;
+			return r.dataplane(h, d, {}, { writeQueues: createWriteQueues() });
+		});
+		console.info((await rollWithReloads(node, 30, 4)).join("\n"));
+		expect(double?.count("getHaproxyProcessInfo")).toBeGreaterThanOrEqual(8);
+		await assertReloadSafe(node.h);
+	}, 300_000);
+
+	it("haproxy-dataplane, master_runtime (the API on the master CLI, one /runtime/info after the writes); SIGUSR2 during a 30-certificate roll (4 rounds): nothing reported ok that the serving worker lacks", async () => {
+		let double: DpapiDouble | undefined;
+		const node = await setup(30, async (h) => {
+			const d = await r.dpapi(h, { masterRuntime: true });
 			double = d;
 			return r.dataplane(h, d, {}, { writeQueues: createWriteQueues() });
 		});
