@@ -486,3 +486,41 @@ describe("config/load: what would fail later is rejected now", () => {
 		expect(problems.map((p) => p.path)).toEqual(["listen"]);
 	});
 });
+
+describe("config: rollout", () => {
+	const targets = [
+		{ name: "lb1", type: "haproxy-runtime", socket: "/run/a.sock", crt_dir: "/etc/a" },
+		{ name: "files", type: "directory", path: "/srv/certs" },
+	];
+	it("parses a count or a percentage, the checks and the hold", () => {
+		const { config } = parseConfig(
+			{ targets, rollout: { canary: "20%", verify: ["serial", "trust"], hold: "10m", targets: ["lb1"] } },
+			"x.yaml",
+			{ env: {} },
+		);
+		expect(config.rollout).toEqual({
+			canary: "20%",
+			verify: ["serial", "trust"],
+			hold: 600_000,
+			targets: ["lb1"],
+		});
+		expect(parseConfig({ targets, rollout: { canary: 1 } }, "x.yaml", { env: {} }).config.rollout?.hold).toBe(
+			0,
+		);
+	});
+
+	it("names a bad canary, an unknown check and a target a rollout cannot span", () => {
+		const problems = problemsOf(() =>
+			parseConfig(
+				{ targets, rollout: { canary: "0%", verify: ["serial", "sni"], targets: ["files", "nowhere"] } },
+				"x.yaml",
+				{ env: {} },
+			),
+		);
+		const byPath = new Map(problems.map((p) => [p.path, p.message]));
+		expect(byPath.get("rollout.canary")).toContain("above 0%");
+		expect(byPath.get("rollout.verify[1]")).toBeDefined();
+		expect(byPath.get("rollout.targets[0]")).toContain('"files" is a directory target');
+		expect(byPath.get("rollout.targets[1]")).toContain('"nowhere" is no target');
+	});
+});
