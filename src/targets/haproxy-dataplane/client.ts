@@ -1,7 +1,7 @@
 /**
  * Data Plane API v3 client for certificates: storage files (storage-api.ts), HAProxy's runtime store
  * (runtime-api.ts), runtime crt-lists (crt-list-api.ts), runtime maps (maps-api.ts) and /info. Status codes
- * are read as the server really sends them (research/dpapi.md), every body is validated, and certificate
+ * are read as the server really sends them (docs/haproxy-dataplane-target.md), every body is validated, and certificate
  * writes to one endpoint go one at a time (calls.ts).
  */
 import { createApiCalls } from "./calls.js";

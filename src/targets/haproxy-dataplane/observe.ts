@@ -241,7 +241,7 @@ async function fetchRuntime(
 /**
  * Which crt-lists are files, with the lines HAProxy shows for each certificate. The API names a crt-list
  * file by its path; a crt directory by the directory. None is editable here: the API's storage crt-list
- * endpoints always reload HAProxy (research/dpapi.md §4).
+ * endpoints always reload HAProxy (docs/haproxy-dataplane-target.md).
  */
 export function describeCrtLists(
 	lists: ReadonlyArray<{ list: string; entries: readonly CrtListEntry[] }>,

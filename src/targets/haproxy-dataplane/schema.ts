@@ -1,6 +1,6 @@
 /**
  * Boundaries of the Data Plane API target: its configuration, and the shapes of the answers the
- * server sends (shared/specs/dataplaneapi-v3.yaml, as the server really fills them: dpapi.md §2.3).
+ * server sends (spec/dataplaneapi-v3.yaml, as the server really fills them: docs/haproxy-dataplane-target.md).
  */
 import { z } from "zod";
 import { httpAddressSchema, probeAddressSchema } from "../../base/address.js";

@@ -113,7 +113,7 @@ function deleted(endpoint: string, exchange: Exchange, reply: Reply): { reload?:
 
 /**
  * The server sanitises the `{name}` of storage GET, PUT and DELETE: a name the sanitiser changes addresses
- * another file (dpapi.md, Addendum 2). Such a request is never sent.
+ * another file (docs/haproxy-dataplane-target.md). Such a request is never sent.
  */
 function refuseUnaddressable(endpoint: string, operation: string, name: string): void {
 	if (apiAddressable(name)) return;

@@ -1,8 +1,8 @@
 /**
  * Runtime API commands as data, and what their answers mean. Pure: no socket, no clock. A request is framed
  * here (master `@1 ` prefix, `<<` payload, the tune.bufsize limit); an answer is read into a verdict (locked,
- * permission denied, failed with HAProxy's words, or ok) that the client acts on (../shared/research/
- * haproxy-runtime.md §2.3, §2.5, §3.9).
+ * permission denied, failed with HAProxy's words, or ok) that the client acts on (docs/haproxy-runtime-target.md,
+ * "Safety rules").
  */
 import { CertificateeError, type ErrorCode, scrubSecrets } from "../../errors.js";
 import { payloadTooLarge } from "../haproxy/bufsize.js";

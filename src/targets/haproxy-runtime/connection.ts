@@ -10,7 +10,7 @@
  * and unanswered at once; the rest wait here and go out as answers come in. HAProxy 3.2.0's CLI spins when
  * its output buffer (one tune.bufsize) is full while requests wait in its input, until the watchdog kills
  * the worker (fixed after 3.2.0: "BUG/MEDIUM: cli: Don't consume data if outbuf is full or not available");
- * with a window whose answers fit in one buffer, it never gets there (research/haproxy-3x.md).
+ * with a window whose answers fit in one buffer, it never gets there.
  */
 import { createConnection, type Socket } from "node:net";
 import { StringDecoder } from "node:string_decoder";

@@ -1,7 +1,7 @@
 /**
  * crt-list files on the node's disk, for the haproxy-runtime target. HAProxy re-reads them at every reload,
  * so a runtime `add`/`del ssl crt-list` is made to last by editing the file too (atomically, every other byte
- * kept: ../crt-list.ts). Which lists are files, and which of their lines name which certificate, is read here
+ * kept: ../haproxy/crt-list.ts). Which lists are files, and which of their lines name which certificate, is read here
  * during observe so that `plan` can decide from plain data.
  */
 import { statSync } from "node:fs";

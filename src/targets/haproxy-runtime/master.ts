@@ -4,7 +4,7 @@
  * configuration was refused; the old worker keeps serving) or a new worker is listed. 2.7 and later answer
  * once the reload is done, `Success=1` or `Success=0`, then `--` and the startup log (its ALERT lines say
  * why a configuration failed); `show proc` is read the same way after it. Then the stats socket must answer
- * from that new worker (research/haproxy-runtime.md §3.10).
+ * from that new worker (docs/haproxy-runtime-target.md, "What certificatee does").
  */
 import { createConnection } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";

@@ -1,5 +1,5 @@
 /**
- * A certificate written where its layout keeps it (reconcile/placement.ts plans the files): one file replaced
+ * A certificate written where its layout keeps it (targets/haproxy/engine/placement.ts plans the files): one file replaced
  * atomically, or a pair (certificate file and key file) made live together.
  *
  * A pair cannot be replaced by one rename. Every file is first written under a dot-named temp name (HAProxy's

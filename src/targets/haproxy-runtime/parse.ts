@@ -1,6 +1,6 @@
 /**
  * Pure parsing of HAProxy runtime API (CLI) answers, as measured on 2.6.12 and 3.2
- * (../shared/research/haproxy-runtime.md §3). No I/O: text in, typed data or a verdict out.
+ * (test/targets/haproxy-runtime/parse.test.ts holds the answers). No I/O: text in, typed data or a verdict out.
  */
 import { normaliseSerial } from "../../certificates/index.js";
 import type { ErrorCode } from "../../errors.js";

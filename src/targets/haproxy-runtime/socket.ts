@@ -172,8 +172,8 @@ export class RuntimeClient {
 	}
 
 	/**
-	 * `set ssl cert` and `commit ssl cert` written back to back (one transaction; research/haproxy-runtime.md
-	 * §2.4): true when both succeeded. false when either did not (locked, another transaction open, refused):
+	 * `set ssl cert` and `commit ssl cert` written back to back (one transaction;
+	 * docs/haproxy-runtime-target.md): true when both succeeded. false when either did not (locked, another transaction open, refused):
 	 * the caller then aborts what is left open and writes the careful way (setCert, then commitCert). A request
 	 * that cannot be sent (too large, unsafe name) throws as setCert would.
 	 */

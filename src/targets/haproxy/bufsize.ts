@@ -3,8 +3,8 @@
  *
  * A request (command line, `<<` payload and the empty line that ends it) of tune.bufsize bytes or more is
  * never answered properly: on 2.6.12 exactly bufsize makes a worker thread spin and a second such request
- * kills HAProxy; larger ones get the connection closed; 3.2.0 aborts the worker (research/haproxy-runtime.md
- * §2.3). Whoever frames the request (certificatee's socket client, or the Data Plane API for it), the size is
+ * kills HAProxy; larger ones get the connection closed; 3.2.0 aborts the worker (docs/haproxy-runtime-target.md,
+ * "Safety rules"). Whoever frames the request (certificatee's socket client, or the Data Plane API for it), the size is
  * checked here before anything is sent.
  */
 import { CertificateeError } from "../../errors.js";

@@ -1,7 +1,7 @@
 /**
  * One writer per HAProxy process. HAProxy has a single certificate transaction per process, shared by every
  * CLI connection (and every Data Plane API request): two writers interleaving `set`/`commit` on one process
- * can commit each other's certificate (research/haproxy-runtime.md §3.9, gotchas 1-2). So every write goes
+ * can commit each other's certificate (docs/haproxy-runtime-target.md, "What certificatee does"). So every write goes
  * through the queue of the process it reaches, whichever target or endpoint sends it.
  *
  * A process is known by keys: the address an endpoint writes to (a normalised socket path or API URL), and,

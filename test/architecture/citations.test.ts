@@ -1,0 +1,37 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const ROOT = join(import.meta.dirname, "../..");
+const SRC = join(ROOT, "src");
+/** A path a comment cites: at least one folder, then a file of the kinds the repository keeps. */
+const CITED = /(?:\.\.\/)*[\w.-]+(?:\/[\w.-]+)+\.(?:md|ts|yaml|json)\b/g;
+
+const files = readdirSync(SRC, { withFileTypes: true, recursive: true })
+	.filter((e) => e.isFile() && e.name.endsWith(".ts"))
+	.map((e) => relative(ROOT, join(e.parentPath, e.name)));
+
+/** A citation names a file of the repository from its root, src/ or docs/, the citing file, or by a tail of it. */
+function inRepository(cited: string, from: string): boolean {
+	const bare = cited.replace(/^(\.\.\/)+/, "");
+	if ([ROOT, SRC, join(ROOT, "docs"), dirname(join(ROOT, from))].some((d) => existsSync(join(d, cited))))
+		return true;
+	if ([ROOT, SRC].some((d) => existsSync(join(d, bare)))) return true;
+	return !cited.startsWith("..") && files.some((f) => f.endsWith(`/${cited}`));
+}
+
+describe("architecture: citations", () => {
+	it("every file a source comment cites is in the repository (no notes that live outside it)", () => {
+		const missing: string[] = [];
+		for (const file of files) {
+			const comments = readFileSync(join(ROOT, file), "utf8").match(/\/\*[\s\S]*?\*\/|\/\/.*$/gm) ?? [];
+			for (const cited of comments
+				.join("\n")
+				.replace(/\n\s*\*\s*/g, "\n")
+				.matchAll(CITED)) {
+				if (!inRepository(cited[0], file)) missing.push(`${file}: ${cited[0]}`);
+			}
+		}
+		expect(missing).toEqual([]);
+	});
+});
