@@ -397,6 +397,12 @@ describe("targets/directory: never downgrade (the set's file on disk is the live
 			const renewed = await cycle(c, newer, "sync", true);
 			expect(steps(renewed.e)).toEqual([["directory-write", "gamma", "ok"]]);
 			expect(leafSerial(c)).toBe(serial(newer));
+
+			// A deliberate replacement (certificatee replace) is written over the later expiry with the option on.
+			const replacement = { reason: "CA change", by: "alice@host", requestedAt: new Date().toISOString() };
+			const replaced = await cycle(c, { ...older, replacement }, "sync", true);
+			expect(steps(replaced.e)).toEqual([["directory-write", "gamma", "ok"]]);
+			expect(leafSerial(c)).toBe(serial(older));
 		},
 	);
 });
