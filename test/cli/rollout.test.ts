@@ -10,8 +10,9 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { CycleReport } from "../../src/reconcile/report.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../harness/certs.js";
-import { certificatee, ensureBuilt } from "../harness/cli.js";
+import { certificatee, ensureBuilt, spawnCertificatee } from "../harness/cli.js";
 import { scaled } from "../harness/deadline.js";
+import { freePorts } from "../harness/ports.js";
 import { rig, servedSerial } from "../harness/targets.js";
 
 let root: TestIssuer;
@@ -95,5 +96,41 @@ describe("cli: rollout over three haproxy-runtime nodes, a new process per cycle
 		expect(last.code).toBe(0);
 		expect(await served()).toEqual([fixed.serial, fixed.serial, fixed.serial]);
 		expect(await Promise.all(nodes.map((h) => h.workerPid()))).toEqual(pids);
+	});
+
+	it("the daemon wakes when the hold ends (an interval of an hour does not hold the rest back)", async () => {
+		const names = ["wake.test"];
+		const v1 = await issueTestLeaf(root, { names, intermediates: [intermediate] });
+		const nodes = await Promise.all([1, 2].map(() => r.haproxy({ crtDir: { "wake.pem": v1.combinedPem } })));
+		const dir = mkdtempSync(join(tmpdir(), "certificatee-cli-rollout-wake-"));
+		const source = mkdtempSync(join(dir, "certs-"));
+		const v2 = await issueTestLeaf(root, { names, intermediates: [intermediate] });
+		writeFileSync(join(source, "wake.pem"), v2.combinedPem);
+		const holdMs = scaled(2000);
+		const [port] = await freePorts(1);
+		const targets = nodes
+			.map(
+				(h, i) =>
+					`  - { name: lb${i + 1}, type: haproxy-runtime, socket: ${h.adminSocket}, crt_dir: ${h.crtDir}, probe: "${h.address}" }\n`,
+			)
+			.join("");
+		const config = join(dir, "certificatee.yaml");
+		writeFileSync(
+			config,
+			`state_dir: ${join(dir, "state")}\ninterval: 1h\nlisten: 127.0.0.1:${port}\nsources:\n  - { name: files, type: directory, path: ${source} }\ntargets:\n${targets}rollout: { canary: 1, hold: ${holdMs}ms }\n`,
+		);
+		const daemon = spawnCertificatee(["run", "--config", config]);
+		r.onTeardown(() => daemon.stop());
+		await daemon.waitForLog(/^cycle finished$/);
+		const served = () => Promise.all(nodes.map((h) => servedSerial(h, "wake.test")));
+		expect(await served()).toEqual([v2.serial, v1.serial]);
+		const started = Date.now();
+		await daemon.waitForLog(/^cycle finished$/, {
+			from: daemon.logs.length,
+			timeoutMs: holdMs + scaled(20_000),
+		});
+		// The hold's end woke it (plus the loop's 1 s margin), long before the hour.
+		expect(Date.now() - started).toBeLessThan(holdMs + scaled(20_000));
+		expect(await served()).toEqual([v2.serial, v2.serial]);
 	});
 });
