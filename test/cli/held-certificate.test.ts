@@ -132,6 +132,8 @@ async function everyViewKeeps(code: string): Promise<void> {
 	const problem = running.summary.certificates[0]?.problems?.[0];
 	expect(problem?.hint).toContain(`serial ${good.serial}`);
 	expect(problem?.hint).toContain("removing the file removes the certificate");
+	const page = await (await fetch(`http://${listen}/`)).text();
+	expect(page).toMatch(new RegExp(`<tr data-certificate="shop">[^\n]*?data-problem="${code}"`));
 	const metrics = parseScrape(await (await fetch(`http://${listen}/metrics`)).text());
 	expect(metrics.get(`certificatee_certificate_source_problems{certificate="shop"}`)).toBe(1);
 	expect(metrics.get(`certificatee_certificate_endpoints_converged{certificate="shop",target="lb1"}`)).toBe(
@@ -209,6 +211,9 @@ describe("a directory source's held certificate: the daemon and a fresh CLI agre
 			reason: "key compromise, ticket 4711",
 			replaces: { serial: good.serial },
 		});
+		expect(await (await fetch(`http://${listen}/`)).text()).toMatch(
+			/<tr data-certificate="shop">[^\n]*?data-replacement>deliberate replacement by [^<]+: key compromise, ticket 4711/,
+		);
 		const status = await certificatee(["status", "--config", config]);
 		expect(status.stdout).toContain(`shop: deliberate replacement of serial ${good.serial}`);
 		expect(verdict(await cliStatus())).toEqual(expected);

@@ -62,11 +62,19 @@ function certificateRow(c: CertificateStatusView, now: Date): Html {
 	const error = c.lastError
 		? html`<div class="error">${c.lastError.code}: ${c.lastError.message}${c.lastError.hint ? html`<div class="hint">${c.lastError.hint}</div>` : ""}</div>`
 		: "";
+	// A file of its name its source could not use: the certificate shown is the last valid one, still served.
+	const problems = (c.problems ?? []).map(
+		(p) =>
+			html`<div class="error" data-problem="${p.code}">${p.code}: ${p.message}${p.hint ? html`<div class="hint">${p.hint}</div>` : ""}</div>`,
+	);
+	const replaced = c.replacement
+		? html`<div class="small" data-replacement>deliberate replacement by ${c.replacement.by} at ${c.replacement.requestedAt}: ${c.replacement.reason}</div>`
+		: "";
 	const cells = c.targets.map(
 		(t) =>
 			html`<td class="conv ${ok(t.converged, t.total)}" data-cert="${c.name}" data-target="${t.target}" title="${t.reasons.join("\n")}">${t.converged}/${t.total}</td>`,
 	);
-	return html`<tr data-certificate="${c.name}"><th scope="row">${c.name}<div class="small muted">${c.names.join(", ")}</div></th><td>${c.origin ?? html`<span class="muted">—</span>`}${c.issuer ? html`<div class="small muted">issuer ${c.issuer}</div>` : ""}</td><td class="state ${c.state}">${c.stateText}${error}</td><td>${expiry(c, now)}</td>${cells}</tr>`;
+	return html`<tr data-certificate="${c.name}"><th scope="row">${c.name}<div class="small muted">${c.names.join(", ")}</div></th><td>${c.origin ?? html`<span class="muted">—</span>`}${c.issuer ? html`<div class="small muted">issuer ${c.issuer}</div>` : ""}</td><td class="state ${c.state}">${c.stateText}${error}${problems}${replaced}</td><td>${expiry(c, now)}</td>${cells}</tr>`;
 }
 
 export function certificatesSection(doc: StatusDocument, now: Date): Html {
