@@ -546,7 +546,7 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(await served(h, bigName(99))).toBe(normaliseSerial(big2.leaf.serial));
 		expect(await served(h, "chain.test")).toBe(normaliseSerial(chain.serial));
 		expect(d.overflows).toEqual([]);
-		await assertReloadSafe(h);
+		// The reload-safety invariant runs after the test (rig): once, as each of its 388 probes costs an RSA handshake.
 	});
 
 	it("the double answers a runtime write over tune.bufsize as the server would (500, recorded, never sent): a guard set too high is caught", async () => {
