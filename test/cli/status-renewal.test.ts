@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { StatusSummary } from "../../src/metrics/status-view.js";
+import type { CycleReport } from "../../src/reconcile/report.js";
 import { certificatee, ensureBuilt } from "../harness/cli.js";
 import { freePorts } from "../harness/ports.js";
 
@@ -109,11 +110,20 @@ describe("status of issued certificates that are not there (ACME server unreacha
 				targets: [{ name: "files", type: "directory", path: out, layout: "kubernetes-tls" }],
 			}),
 		);
-		const first = await certificatee(["sync", "--once", "--config", config]);
-		// Issued (it may already be due again and capped, depending on its jitter).
-		expect(first.stdout, first.stderr).toMatch(/1 written/);
-		// Due again once the jitter (at most a third of the 30 s window) has passed.
-		await new Promise((r) => setTimeout(r, 10_500));
+		const first = await certificatee(["--json", "sync", "--once", "--config", config]);
+		// Issued and written (it may already be due again and capped, depending on its jitter).
+		const issued = JSON.parse(first.stdout) as CycleReport;
+		expect(
+			issued.renewals?.map((r) => `${r.certificate} ${r.state}`),
+			first.stderr,
+		).toEqual(["web issued"]);
+		const steps = issued.targets.flatMap((t) => t.endpoints.flatMap((e) => e.steps));
+		expect(steps.map((s) => `${s.op} ${s.result}`)).toEqual(["directory-write ok"]);
+		// Due again at the renewal time the cycle drew (its jitter: at most a third of the 30 s window): wait
+		// until then, not for the longest jitter.
+		const due = Date.parse(issued.renewals?.[0]?.nextAttemptAt ?? "");
+		expect(due - Date.now()).toBeLessThanOrEqual(10_000);
+		while (Date.now() <= due) await new Promise((r) => setTimeout(r, Math.min(200, due - Date.now() + 1)));
 		const sync = await certificatee(["sync", "--once", "--config", config]);
 		expect(sync.code).toBe(1);
 		const { text, summary } = await status(config);
@@ -129,6 +139,6 @@ describe("status of issued certificates that are not there (ACME server unreacha
 		expect(plan.code).toBe(1);
 		expect(plan.stdout).toMatch(/^order web from internal blocked by the daily cap until /m);
 		expect(plan.stdout.trimEnd().split("\n").at(-1)).toMatch(/^not converged: 1 failed order/);
-		// Five CLI runs and a 10.5 s wait: each run starts Node and loads the CLI (1–2 s of CPU on 2 cores).
+		// Five CLI runs and a wait of at most 10 s: each run starts Node and loads the CLI (1–2 s of CPU on 2 cores).
 	}, 60_000);
 });
