@@ -31,6 +31,9 @@ import { parseBody, routes } from "../../test/harness/dpapi-double/index.js";
 export interface StandinNode {
 	/** HAProxy's admin socket (the worker's stats socket). */
 	adminSocket: string;
+	/** HAProxy's master CLI: when given, HAProxy is reached through it (`@1 <cmd>`), as dataplaneapi does with
+	 * `master_runtime` (the endpoint's `master_runtime: true`). */
+	masterSocket?: string;
 	/** HAProxy's temp dir (haproxy.cfg, the maps dir). */
 	haproxyDir: string;
 	/** The API's ssl-certs-dir. */
@@ -175,7 +178,12 @@ async function serveNode(
 	expectedAuth: string,
 	files: Map<string, FileAnswer>,
 ): Promise<NodeServer> {
-	const client = new RuntimeClient({ address: node.adminSocket, name: "standin" });
+	const runtimeSocket = node.masterSocket ?? node.adminSocket;
+	const client = new RuntimeClient({
+		address: runtimeSocket,
+		name: "standin",
+		...(node.masterSocket ? { master: true } : {}),
+	});
 	const configFile = join(node.haproxyDir, "haproxy.cfg");
 	await copyFile(configFile, `${configFile}.lkg`);
 	const ctx: DoubleContext = {
@@ -186,7 +194,7 @@ async function serveNode(
 		mapsDir: node.haproxyDir,
 		configFile,
 		runtime: client,
-		runtimeSocket: node.adminSocket,
+		runtimeSocket,
 		reload: () => Promise.reject(new Error("reloads are not served by the bench's Data Plane API stand-in")),
 		scheduleReload: () => "standin-no-reload",
 	};

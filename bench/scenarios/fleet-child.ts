@@ -18,7 +18,13 @@ import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schem
 import { buildTarget } from "../../src/targets/registry.js";
 
 export interface FleetJob {
-	endpoints: Array<{ name: string; url: string; username: string; password: string }>;
+	endpoints: Array<{
+		name: string;
+		url: string;
+		username: string;
+		password: string;
+		master_runtime?: boolean;
+	}>;
 	storageDir: string;
 	certDir: string;
 	cycles: number;

@@ -129,7 +129,13 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 		const haproxyRssMiB = nodes.reduce((n, x) => n + familyRssMiB(x.h.masterPid), 0);
 		const warm = performance.now();
 		standins = await spawnStandins(
-			nodes.map(({ h }) => ({ adminSocket: h.adminSocket, haproxyDir: h.dir, storageDir: shared })),
+			nodes.map(({ h }) => ({
+				adminSocket: h.adminSocket,
+				// dataplaneapi in master-worker mode (master_runtime): the endpoints say so (master_runtime: true).
+				masterSocket: h.masterSocket,
+				haproxyDir: h.dir,
+				storageDir: shared,
+			})),
 			{
 				processes: o.standins,
 				username: USERNAME,
@@ -154,6 +160,7 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 				url,
 				username: USERNAME,
 				password: PASSWORD,
+				master_runtime: true,
 			})),
 			storageDir: shared,
 			certDir: shared,
