@@ -111,19 +111,22 @@ describe("status of issued certificates that are not there (ACME server unreacha
 			}),
 		);
 		const first = await certificatee(["--json", "sync", "--once", "--config", config]);
-		// Issued and written (it may already be due again and capped, depending on its jitter).
+		// Issued and written: one write, done.
 		const issued = JSON.parse(first.stdout) as CycleReport;
-		expect(
-			issued.renewals?.map((r) => `${r.certificate} ${r.state}`),
-			first.stderr,
-		).toEqual(["web issued"]);
 		const steps = issued.targets.flatMap((t) => t.endpoints.flatMap((e) => e.steps));
-		expect(steps.map((s) => `${s.op} ${s.result}`)).toEqual(["directory-write ok"]);
-		// Due again at the renewal time the cycle drew (its jitter: at most a third of the 30 s window): wait
-		// until then, not for the longest jitter.
-		const due = Date.parse(issued.renewals?.[0]?.nextAttemptAt ?? "");
-		expect(due - Date.now()).toBeLessThanOrEqual(10_000);
-		while (Date.now() <= due) await new Promise((r) => setTimeout(r, Math.min(200, due - Date.now() + 1)));
+		expect(
+			steps.map((s) => `${s.op} ${s.result}`),
+			first.stderr,
+		).toEqual(["directory-write ok"]);
+		// Due again at the renewal time the cycle drew (its jitter: at most a third of the 30 s window): wait until
+		// then, not for the longest jitter. A jitter short enough to be past already has it capped at once.
+		const renewal = issued.renewals?.find((r) => r.certificate === "web");
+		expect(renewal?.state).toMatch(/^(issued|capped)$/);
+		if (renewal?.state === "issued") {
+			const due = Date.parse(renewal.nextAttemptAt ?? "");
+			expect(due - Date.now()).toBeLessThanOrEqual(10_000);
+			while (Date.now() <= due) await new Promise((r) => setTimeout(r, Math.min(200, due - Date.now() + 1)));
+		}
 		const sync = await certificatee(["sync", "--once", "--config", config]);
 		expect(sync.code).toBe(1);
 		const { text, summary } = await status(config);
