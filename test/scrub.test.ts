@@ -39,7 +39,7 @@ describe("scrubSecrets", () => {
 		expect(scrubSecrets(text)).toBe(text);
 	});
 
-	it("removes every secret the configuration loaded by value, whatever its shape: password files, ${ENV}, TSIG, the encryption key", () => {
+	it("removes every secret the configuration loaded by value, whatever its shape: password files, interpolated variables, TSIG, the encryption key", () => {
 		writeFileSync(join(dir, "dpapi"), "short-pw\n", { mode: 0o600 });
 		writeFileSync(join(dir, "tsig.key"), `key "k" {\n\talgorithm hmac-sha256;\n\tsecret "${TSIG}";\n};\n`, {
 			mode: 0o600,
@@ -47,7 +47,7 @@ describe("scrubSecrets", () => {
 		const encryption = Buffer.alloc(32, 7).toString("hex");
 		writeFileSync(join(dir, "enc"), `${encryption}\n`, { mode: 0o600 });
 		interpolate(
-			{ targets: [{ password_file: join(dir, "dpapi") }, { token: "${API_TOKEN}" }] },
+			{ targets: [{ password_file: join(dir, "dpapi") }, { token: `\${API_TOKEN}` }] },
 			{ API_TOKEN: "plain words here" },
 			[],
 		);

@@ -6,7 +6,6 @@
 import type { Bundle } from "../../../certificates/types.js";
 import type {
 	DesiredCertificate,
-	HaproxyAction,
 	ObservedCrtList,
 	ObservedRef,
 	PlannedStep,
