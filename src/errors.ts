@@ -60,6 +60,8 @@ export const ERROR_CODES = [
 	"UPDATE_WOULD_DOWNGRADE",
 	"MANAGED_BY_HAPROXY_ACME",
 	"PLACEMENT_UNKNOWN",
+	/** haproxy_config (runtime target) cannot be read, or a line certificatee reads does not parse. */
+	"HAPROXY_CONFIG_INVALID",
 	"NEW_CERTIFICATE_NEEDS_CONFIG",
 	"CRT_LIST_LINE_UNRESOLVED",
 	"REF_UNADDRESSABLE",

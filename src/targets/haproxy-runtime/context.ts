@@ -4,6 +4,7 @@
  */
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import type { ObservedCrtList } from "../../reconcile/model.js";
+import type { HaproxyCfgCache } from "./haproxy-config.js";
 import type { CertDetail, CrtListEntry } from "./parse.js";
 import type { PlacementCache } from "./placement.js";
 import type { RuntimeTargetConfig } from "./schema.js";
@@ -24,6 +25,8 @@ export interface RuntimeContext {
 	fileCache: CrtDirCache;
 	/** Placed files outside crt_dir and key checks, reused while unchanged. */
 	placementCache: PlacementCache;
+	/** haproxy_config as last parsed, reused while its files are unchanged. */
+	cfgCache: { entry?: HaproxyCfgCache };
 	/** The crt-list files of the last observation: the files a storage delete must not leave naming a removed file. */
 	crtListFiles: ObservedCrtList[];
 	/** What the last observation read from HAProxy, for the next one to reuse where nothing can have changed. */

@@ -59,6 +59,7 @@ export function createRuntimeEndpoint(
 		readOnly: deps.readOnly === true,
 		fileCache: new Map(),
 		placementCache: new Map(),
+		cfgCache: {},
 		crtListFiles: [],
 		touched: untouched(),
 	};

@@ -9,6 +9,7 @@ import { keyTypeOf } from "../../certificates/index.js";
 import type { EndpointObservation, ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
 import { endpointError, type RuntimeContext, untouched } from "./context.js";
 import { describeCrtList } from "./crt-list-files.js";
+import { readHaproxyCfg } from "./haproxy-config.js";
 import { finishPairWrites } from "./pair.js";
 import type { CertDetail, CertList, CrtListEntry } from "./parse.js";
 import { placeRefs } from "./placement.js";
@@ -43,7 +44,10 @@ export async function observeRuntime(ctx: RuntimeContext, signal: AbortSignal): 
 		const held = await readHeld(ctx);
 		signal.throwIfAborted();
 		const refs = collectRefs(held, `${ctx.dirName}/`, ctx.runtimeName, ctx.config.crt_dir);
+		const paths = ctx.config.haproxy_config;
+		const cfg = paths ? await readHaproxyCfg(paths, ctx.cfgCache, ctx.config.name) : undefined;
 		await placeRefs(refs, {
+			...(cfg ? { cfg } : {}),
 			config: ctx.config,
 			dirName: ctx.dirName,
 			details: new Map([...held.inDir, ...held.outside]),

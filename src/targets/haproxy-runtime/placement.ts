@@ -8,9 +8,10 @@
  */
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join } from "node:path";
+import { basename, dirname, isAbsolute, join, normalize } from "node:path";
 import { leafMeta } from "../../reconcile/leaf-meta.js";
 import type { ExtraFile, ObservedRef, Placement, PlacementVia, RefMeta } from "../../reconcile/model.js";
+import { type HaproxyCfg, resolveAgainst, where } from "./haproxy-config.js";
 import { keyMatchesPem } from "./keys.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";
@@ -31,6 +32,8 @@ export interface PlaceInput {
 	/** `acme status`: certificate name -> acme section. */
 	acme: ReadonlyMap<string, string>;
 	cache: PlacementCache;
+	/** What haproxy_config says (haproxy-config.ts), when the target names it. */
+	cfg?: HaproxyCfg;
 }
 
 const EXTRAS: readonly ExtraFile[] = ["key", "ocsp", "issuer", "sctl"];
@@ -47,6 +50,14 @@ function viaOf(r: ObservedRef, name: string, dirName: string): PlacementVia {
 	return r.crtLists.length > 0 ? "crt-list" : "crt";
 }
 
+/**
+ * The stem HAProxy adds an extra file's extension to: the certificate file itself, or, with
+ * `ssl-load-extra-del-ext`, a `.crt` file without its extension (`site.crt` -> `site.key`).
+ */
+export function extrasStem(certFile: string, delExt: boolean): string {
+	return delExt && certFile.endsWith(".crt") ? certFile.slice(0, -".crt".length) : certFile;
+}
+
 /** A file name as HAProxy spells it, made absolute: as is, or against a crt-store's configured base. */
 function resolve(
 	spelled: string,
@@ -61,7 +72,91 @@ function resolve(
 		unknown:
 			store === undefined
 				? `HAProxy loads it from "${spelled}", relative to a directory the runtime API does not print; certificatee never writes it`
-				: `HAProxy loads it from crt-store ${store}'s "${spelled}", relative to the store's ${base.replace("_", "-")}, which the runtime API does not print: set crt_stores.${store}.${base} in the target to renew it in place`,
+				: `HAProxy loads it from crt-store ${store}'s "${spelled}", relative to the store's ${base.replace("_", "-")}, which the runtime API does not print: set haproxy_config (or crt_stores.${store}.${base}) in the target to renew it in place`,
+	};
+}
+
+type Resolved = string | { unknown: string };
+
+/**
+ * The certificate file and the key argument's file (absolute; undefined: no `key`, the key is in the crt
+ * file) of crt-store load `name`, from haproxy_config and/or the runtime's Crt/Key filename (3.2+) and the
+ * target's crt_stores. Where two of them speak they must agree, or the load is unknown, naming the line.
+ */
+function storeFiles(
+	name: string,
+	store: string,
+	detail: CertDetail | undefined,
+	input: PlaceInput,
+): { cert: string; key?: string } | { unknown: string } {
+	const { cfg } = input;
+	const fromRuntime = detail?.crtFilename !== undefined;
+	if (cfg === undefined) {
+		if (!fromRuntime) {
+			return {
+				unknown: `HAProxy before 3.2 does not print the files of crt-store load ${name}: set haproxy_config in the target (the haproxy.cfg HAProxy runs) to renew it in place; until then certificatee never writes it`,
+			};
+		}
+		const cert = resolve(detail.crtFilename as string, store, "crt_base", input.config);
+		if (typeof cert !== "string") return cert;
+		if (detail.keyFilename === undefined || detail.keyFilename === detail.crtFilename) return { cert };
+		const key = resolve(detail.keyFilename, store, "key_base", input.config);
+		return typeof key === "string" ? { cert, key } : key;
+	}
+	const load = cfg.loads.get(name);
+	if (load === undefined) {
+		return {
+			unknown: `HAProxy holds crt-store load ${name}, which no load line of ${cfg.files.join(", ")} declares (changed since HAProxy's last reload?): certificatee never writes it`,
+		};
+	}
+	if (fromRuntime) {
+		const said = {
+			crt: detail.crtFilename,
+			key: detail.keyFilename === detail.crtFilename ? undefined : detail.keyFilename,
+		};
+		const spelled = { crt: load.crt.value, key: load.key?.value };
+		for (const part of ["crt", "key"] as const) {
+			if (said[part] === spelled[part]) continue;
+			return {
+				unknown: `${where(load.at)} loads ${name} with ${part} ${spelled[part] === undefined ? "(none)" : `"${spelled[part]}"`}, but HAProxy's running worker loaded it with ${part} ${said[part] === undefined ? "(none)" : `"${said[part]}"`}: haproxy.cfg changed since the last reload, or is not the file HAProxy runs; reload HAProxy or fix haproxy_config. Until they agree certificatee never writes it`,
+			};
+		}
+	}
+	const s = cfg.stores.get(store);
+	const cert = agreed(
+		resolveAgainst(load.crt, [s?.crtBase, cfg.crtBase], "crt-base"),
+		load.crt.value,
+		store,
+		"crt_base",
+		input,
+	);
+	if (typeof cert !== "string") return cert;
+	if (load.key === undefined) return { cert };
+	const key = agreed(
+		resolveAgainst(load.key, [s?.keyBase, cfg.keyBase], "key-base"),
+		load.key.value,
+		store,
+		"key_base",
+		input,
+	);
+	return typeof key === "string" ? { cert, key } : key;
+}
+
+/** A path from haproxy_config, checked against what the target's crt_stores key would make of it. */
+function agreed(
+	fromCfg: Resolved,
+	spelled: string,
+	store: string,
+	base: "crt_base" | "key_base",
+	input: PlaceInput,
+): Resolved {
+	const dir = input.config.crt_stores?.[store]?.[base];
+	if (dir === undefined || isAbsolute(spelled)) return fromCfg;
+	const fromKey = normalize(join(dir, spelled));
+	if (typeof fromCfg !== "string") return fromCfg;
+	if (fromCfg === fromKey) return fromCfg;
+	return {
+		unknown: `crt_stores.${store || '""'}.${base} (${dir}) makes "${spelled}" ${fromKey}, haproxy_config makes it ${fromCfg}: they disagree; drop crt_stores.${store || '""'}.${base} (haproxy_config says it) or make them agree. Until then certificatee never writes it`,
 	};
 }
 
@@ -95,15 +190,41 @@ async function pairMatches(certFile: string, keyFile: string, cache: PlacementCa
 	return matches;
 }
 
-function existingExtras(certFile: string, input: PlaceInput): Placement["extras"] {
-	const inCrtDir = dirname(certFile) === input.config.crt_dir.replace(/\/+$/, "");
+function exists(path: string, input: PlaceInput): boolean {
+	const inCrtDir = dirname(path) === input.config.crt_dir.replace(/\/+$/, "");
+	return inCrtDir ? input.layout.names.has(basename(path)) : stampOf(path) !== undefined;
+}
+
+function existingExtras(certFile: string, input: PlaceInput, delExt = false): Placement["extras"] {
 	const extras: Placement["extras"] = {};
+	const stem = extrasStem(certFile, delExt);
 	for (const ext of EXTRAS) {
-		const path = `${certFile}.${ext}`;
-		const exists = inCrtDir ? input.layout.names.has(basename(path)) : stampOf(path) !== undefined;
-		if (exists) extras[ext] = path;
+		const path = `${stem}.${ext}`;
+		if (exists(path, input)) extras[ext] = path;
 	}
 	return extras;
+}
+
+/**
+ * Whether HAProxy strips `.crt` before adding an extra file's extension, for this certificate file: what
+ * haproxy_config says; else what 3.2+ printed as its key file; else, for a file HAProxy loaded that holds no
+ * key, the one companion that exists (HAProxy found its key in one of them); "ambiguous" when both do.
+ */
+function delExtOf(
+	cert: string,
+	keyInside: boolean,
+	keyFile: string | undefined,
+	input: PlaceInput,
+): boolean | "ambiguous" {
+	if (input.cfg !== undefined) return input.cfg.delExt !== undefined;
+	if (!cert.endsWith(".crt")) return false;
+	const stripped = `${extrasStem(cert, true)}.key`;
+	if (keyFile !== undefined) return keyFile === stripped;
+	if (keyInside) return false;
+	const plain = exists(`${cert}.key`, input);
+	const del = exists(stripped, input);
+	if (plain && del) return "ambiguous";
+	return del;
 }
 
 /** The placement of one ref, and the storage side read from its certificate file when that is not crt_dir's. */
@@ -115,17 +236,16 @@ async function placeOne(
 	const via = viaOf(r, name, input.dirName);
 	const store = via === "crt-store" ? name.slice(1, name.indexOf("/")) : undefined;
 	const detail = input.details.get(name);
-	const acme = input.acme.get(name);
+	const acme = input.acme.get(name) ?? (store !== undefined ? input.cfg?.loads.get(name)?.acme : undefined);
 	const base: Placement = { via, extras: {}, ...(acme ? { acme } : {}) };
 	const inCrtDir = r.external === undefined;
+	// A crt-store load: its files from haproxy_config and/or the runtime (3.2+), which must agree.
+	const stored = store !== undefined && !inCrtDir ? storeFiles(name, store, detail, input) : undefined;
+	if (stored !== undefined && "unknown" in stored) return { placement: { ...base, unknown: stored.unknown } };
 	// A ref of crt_dir is its file there, however haproxy.cfg spells the directory (crt_dir_name).
 	const cert = inCrtDir
 		? join(input.config.crt_dir, r.ref)
-		: via === "crt-store" && detail?.crtFilename === undefined
-			? {
-					unknown: `HAProxy before 3.2 does not print the files of crt-store load ${name}; certificatee never writes it`,
-				}
-			: resolve(detail?.crtFilename ?? name, store, "crt_base", input.config);
+		: (stored?.cert ?? resolve(detail?.crtFilename ?? name, undefined, "crt_base", input.config));
 	if (typeof cert !== "string") return { placement: { ...base, unknown: cert.unknown } };
 	const read = inCrtDir ? undefined : await readCached(cert, input.cache);
 	if (!inCrtDir && read?.meta === undefined) {
@@ -133,34 +253,43 @@ async function placeOne(
 			placement: { ...base, certFile: cert, unknown: `its certificate file ${cert} cannot be read here` },
 		};
 	}
-	const extras = existingExtras(cert, input);
-	const placement: Placement = { ...base, certFile: cert, extras };
 	const keyInside = inCrtDir ? !input.layout.keyless.has(r.ref) : read?.keyInside === true;
-	const keySpelled = detail?.keyFilename;
-	let keyFile: string | undefined;
-	if (keySpelled !== undefined) {
+	// The key file HAProxy names (3.2+ Key filename, or a crt-store load's key), when not the crt file.
+	let keyFile: string | undefined = stored?.key;
+	const keySpelled = stored === undefined ? detail?.keyFilename : undefined;
+	if (keySpelled !== undefined && keySpelled !== detail?.crtFilename) {
 		const companion = detail?.crtFilename !== undefined && keySpelled === `${detail.crtFilename}.key`;
-		const inside = keySpelled === detail?.crtFilename;
-		const resolved = inside
-			? cert
-			: companion
-				? `${cert}.key`
-				: resolve(keySpelled, store, "key_base", input.config);
-		if (typeof resolved !== "string") return { placement: { ...placement, unknown: resolved.unknown } };
+		const resolved = companion ? `${cert}.key` : resolve(keySpelled, undefined, "key_base", input.config);
+		if (typeof resolved !== "string")
+			return { placement: { ...base, certFile: cert, unknown: resolved.unknown } };
 		if (resolved !== cert) keyFile = resolved;
-	} else if (!keyInside) {
+	}
+	const companionVia = via === "crt-dir" || via === "crt-list";
+	const delExt = companionVia ? delExtOf(cert, keyInside, keyFile, input) : false;
+	if (delExt === "ambiguous") {
+		return {
+			placement: {
+				...base,
+				certFile: cert,
+				unknown: `${cert} holds no private key and both ${basename(cert)}.key and ${basename(extrasStem(cert, true))}.key are beside it: which one HAProxy pairs with it depends on ssl-load-extra-del-ext; set haproxy_config in the target`,
+			},
+		};
+	}
+	const extras = existingExtras(cert, input, delExt);
+	const placement: Placement = { ...base, certFile: cert, extras };
+	if (keyFile === undefined && !keyInside && stored === undefined) {
 		if (extras.key === undefined) {
 			return {
 				placement: {
 					...placement,
-					unknown: `${cert} holds no private key and no ${basename(cert)}.key is beside it: its key file is unknown`,
+					unknown: `${cert} holds no private key and no ${basename(extrasStem(cert, delExt))}.key is beside it: its key file is unknown`,
 				},
 			};
 		}
 		keyFile = extras.key;
 	}
 	if (keyFile !== undefined) {
-		const companion = (via === "crt-dir" || via === "crt-list") && keyFile === `${cert}.key`;
+		const companion = companionVia && keyFile === `${extrasStem(cert, delExt)}.key`;
 		placement.key = { file: keyFile, by: companion ? "companion" : "argument" };
 	}
 	const storage = inCrtDir ? r.storage : read?.meta;
@@ -207,10 +336,11 @@ export async function placeRefs(refs: Map<string, ObservedRef>, input: PlaceInpu
 		if (input.layout.keyless.has(r.ref)) {
 			r.external = `${join(dir, r.ref)} holds no private key and HAProxy does not load it from crt_dir: another layout's file (a crt-store or ssl-f-use certificate file, configured elsewhere); certificatee never writes or removes it`;
 		} else {
+			const file = join(dir, r.ref);
 			r.placement = {
 				via: "crt-dir",
-				certFile: join(dir, r.ref),
-				extras: existingExtras(join(dir, r.ref), input),
+				certFile: file,
+				extras: existingExtras(file, input, delExtOf(file, true, undefined, input) === true),
 			};
 		}
 	}

@@ -44,6 +44,16 @@ export const runtimeTargetSchema = z
 				z.strictObject({ crt_base: z.string().min(1).optional(), key_base: z.string().min(1).optional() }),
 			)
 			.optional(),
+		/**
+		 * The configuration file(s) HAProxy runs (`-f`, in order). certificatee reads the `global` section's
+		 * crt-base, key-base and ssl-load-extra-del-ext, and every crt-store section (crt-base, key-base, load
+		 * lines): where each load's certificate and key files are, which HAProxy 3.0 does not print and 3.2+
+		 * prints relative to bases it does not print. Nothing else of it is read; it is never written.
+		 */
+		haproxy_config: z
+			.union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+			.transform((v) => (typeof v === "string" ? [v] : v))
+			.optional(),
 		/** host:port of a TLS bind serving these certificates, for the served-certificate probe. */
 		probe: probeAddressSchema.optional(),
 		/** host:port where this HAProxy serves plain HTTP (port 80): HTTP-01 through an HAProxy map checks it there. */
