@@ -48,7 +48,6 @@ const FUNCTIONS_OVER: Record<string, number> = {
 	"src/cli/print.ts: renderEndpointPlan": 66,
 	"src/targets/haproxy/engine/fleet.ts: run": 65,
 	"src/probe/index.ts: probeServed": 64,
-	"src/targets/haproxy-runtime/placement.ts: placeOne": 64,
 	"src/cli/commands/replace.ts: resolveReplacement": 63,
 	"src/certificates/bundle.ts: parseBundle": 62,
 	"src/cli/commands/validate.ts: validateCommand": 61,

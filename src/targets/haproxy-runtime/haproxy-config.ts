@@ -145,6 +145,64 @@ function invalid(file: string, line: number, why: string): CertificateeError {
 	});
 }
 
+/** One line as words, where it was read, and which word holds an environment variable. */
+interface CfgLine {
+	kw: string;
+	args: string[];
+	env: boolean[];
+	at: CfgAt;
+}
+
+/** A line's value word n (0: the first after the keyword). */
+function wordAt(line: CfgLine, n: number): CfgValue | undefined {
+	const v = line.args[n];
+	return v === undefined ? undefined : { value: v, at: line.at, ...(line.env[n + 1] ? { env: true } : {}) };
+}
+
+function base(line: CfgLine): CfgValue {
+	const v = wordAt(line, 0);
+	if (v === undefined) throw invalid(line.at.file, line.at.line, `${line.kw} needs a directory`);
+	return v;
+}
+
+/** A line of the global section: only its bases and ssl-load-extra-del-ext are read. */
+function globalLine(cfg: HaproxyCfg, line: CfgLine): void {
+	if (line.kw === "crt-base") cfg.crtBase = base(line);
+	else if (line.kw === "key-base") cfg.keyBase = base(line);
+	else if (line.kw === "ssl-load-extra-del-ext") cfg.delExt = line.at;
+}
+
+/** A line of a crt-store section: its bases and load lines. */
+function storeLine(cfg: HaproxyCfg, store: CfgStore, line: CfgLine): void {
+	if (line.kw === "crt-base") store.crtBase = base(line);
+	else if (line.kw === "key-base") store.keyBase = base(line);
+	else if (line.kw === "load") {
+		const { file, line: lineNo } = line.at;
+		const load = parseLoad(store.name, line.args, line.env.slice(1), line.at);
+		if (typeof load === "string") throw invalid(file, lineNo, load);
+		const earlier = cfg.loads.get(load.runtimeName);
+		if (earlier !== undefined) {
+			throw invalid(
+				file,
+				lineNo,
+				`${load.runtimeName} is loaded twice (also at ${earlier.at.file}:${earlier.at.line})`,
+			);
+		}
+		cfg.loads.set(load.runtimeName, load);
+	}
+}
+
+/** A section keyword's line: the section it opens (a crt-store is recorded). */
+function openSection(cfg: HaproxyCfg, line: CfgLine): CfgStore | undefined {
+	if (line.kw !== "crt-store") return undefined;
+	const name = line.args[0] ?? "";
+	if (cfg.stores.has(name))
+		throw invalid(line.at.file, line.at.line, `crt-store "${name}" is declared twice`);
+	const store: CfgStore = { name, at: line.at };
+	cfg.stores.set(name, store);
+	return store;
+}
+
 /** Parses the files HAProxy is started with (`-f`, in order). Pure. */
 export function parseHaproxyCfg(files: ReadonlyArray<{ path: string; text: string }>): HaproxyCfg {
 	const cfg: HaproxyCfg = { files: files.map((f) => f.path), stores: new Map(), loads: new Map() };
@@ -152,8 +210,7 @@ export function parseHaproxyCfg(files: ReadonlyArray<{ path: string; text: strin
 		let section: string | undefined;
 		let store: CfgStore | undefined;
 		const ifs: number[] = [];
-		const lines = text.split("\n");
-		for (const [i, raw] of lines.entries()) {
+		for (const [i, raw] of text.split("\n").entries()) {
 			const lineNo = i + 1;
 			const split = splitWords(raw);
 			if ("error" in split) {
@@ -162,60 +219,19 @@ export function parseHaproxyCfg(files: ReadonlyArray<{ path: string; text: strin
 				if (SECTIONS.has(first) || relevant(section, first)) throw invalid(path, lineNo, split.error);
 				continue;
 			}
-			const { words, env } = split;
-			const [kw, ...args] = words;
+			const [kw, ...args] = split.words;
 			if (kw === undefined) continue;
 			if (kw === ".if") ifs.push(lineNo);
 			else if (kw === ".endif") ifs.pop();
 			if (kw.startsWith(".")) continue;
-			const at: CfgAt = {
-				file: path,
-				line: lineNo,
-				...(ifs.length > 0 ? { conditional: ifs[ifs.length - 1] as number } : {}),
-			};
-			const value = (n: number): CfgValue | undefined => {
-				const v = args[n];
-				return v === undefined ? undefined : { value: v, at, ...(env[n + 1] ? { env: true } : {}) };
-			};
+			const conditional = ifs[ifs.length - 1];
+			const at: CfgAt = { file: path, line: lineNo, ...(conditional !== undefined ? { conditional } : {}) };
+			const line: CfgLine = { kw, args, env: split.env, at };
 			if (SECTIONS.has(kw)) {
 				section = kw;
-				store = undefined;
-				if (kw === "crt-store") {
-					const name = args[0] ?? "";
-					if (cfg.stores.has(name)) throw invalid(path, lineNo, `crt-store "${name}" is declared twice`);
-					store = { name, at };
-					cfg.stores.set(name, store);
-				}
-				continue;
-			}
-			if (section === "global") {
-				if (kw === "crt-base" || kw === "key-base") {
-					const v = value(0);
-					if (v === undefined) throw invalid(path, lineNo, `${kw} needs a directory`);
-					if (kw === "crt-base") cfg.crtBase = v;
-					else cfg.keyBase = v;
-				} else if (kw === "ssl-load-extra-del-ext") cfg.delExt = at;
-				continue;
-			}
-			if (section !== "crt-store" || store === undefined) continue;
-			if (kw === "crt-base" || kw === "key-base") {
-				const v = value(0);
-				if (v === undefined) throw invalid(path, lineNo, `${kw} needs a directory`);
-				if (kw === "crt-base") store.crtBase = v;
-				else store.keyBase = v;
-			} else if (kw === "load") {
-				const load = parseLoad(store.name, args, env.slice(1), at);
-				if (typeof load === "string") throw invalid(path, lineNo, load);
-				const earlier = cfg.loads.get(load.runtimeName);
-				if (earlier !== undefined) {
-					throw invalid(
-						path,
-						lineNo,
-						`${load.runtimeName} is loaded twice (also at ${earlier.at.file}:${earlier.at.line})`,
-					);
-				}
-				cfg.loads.set(load.runtimeName, load);
-			}
+				store = openSection(cfg, line);
+			} else if (section === "global") globalLine(cfg, line);
+			else if (store !== undefined) storeLine(cfg, store, line);
 		}
 	}
 	return cfg;

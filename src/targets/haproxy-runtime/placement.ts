@@ -227,6 +227,58 @@ function delExtOf(
 	return del;
 }
 
+/** How a ref's certificate file is loaded, as far as its key is concerned. */
+interface KeyFacts {
+	via: PlacementVia;
+	keyInside: boolean;
+	/** A crt-store load's files, when known. */
+	stored: { cert: string; key?: string } | undefined;
+	detail: CertDetail | undefined;
+}
+
+/**
+ * The key file HAProxy pairs with `cert` (3.2+ Key filename, a crt-store load's key, or the companion
+ * `X.key` of a file holding no key) and the extra files beside it, or why the key file is unknown.
+ */
+function keyOf(
+	cert: string,
+	facts: KeyFacts,
+	input: PlaceInput,
+):
+	| { extras: Placement["extras"]; key?: NonNullable<Placement["key"]> }
+	| { extras: Placement["extras"]; unknown: string } {
+	const { via, keyInside, stored, detail } = facts;
+	let keyFile: string | undefined = stored?.key;
+	const keySpelled = stored === undefined ? detail?.keyFilename : undefined;
+	if (keySpelled !== undefined && keySpelled !== detail?.crtFilename) {
+		const companion = detail?.crtFilename !== undefined && keySpelled === `${detail.crtFilename}.key`;
+		const resolved = companion ? `${cert}.key` : resolve(keySpelled, undefined, "key_base", input.config);
+		if (typeof resolved !== "string") return { extras: {}, unknown: resolved.unknown };
+		if (resolved !== cert) keyFile = resolved;
+	}
+	const companionVia = via === "crt-dir" || via === "crt-list";
+	const delExt = companionVia ? delExtOf(cert, keyInside, keyFile, input) : false;
+	if (delExt === "ambiguous") {
+		return {
+			extras: {},
+			unknown: `${cert} holds no private key and both ${basename(cert)}.key and ${basename(extrasStem(cert, true))}.key are beside it: which one HAProxy pairs with it depends on ssl-load-extra-del-ext; set haproxy_config in the target`,
+		};
+	}
+	const extras = existingExtras(cert, input, delExt);
+	if (keyFile === undefined && !keyInside && stored === undefined) {
+		if (extras.key === undefined) {
+			return {
+				extras,
+				unknown: `${cert} holds no private key and no ${basename(extrasStem(cert, delExt))}.key is beside it: its key file is unknown`,
+			};
+		}
+		keyFile = extras.key;
+	}
+	if (keyFile === undefined) return { extras };
+	const companion = companionVia && keyFile === `${extrasStem(cert, delExt)}.key`;
+	return { extras, key: { file: keyFile, by: companion ? "companion" : "argument" } };
+}
+
 /** The placement of one ref, and the storage side read from its certificate file when that is not crt_dir's. */
 async function placeOne(
 	r: ObservedRef,
@@ -254,44 +306,12 @@ async function placeOne(
 		};
 	}
 	const keyInside = inCrtDir ? !input.layout.keyless.has(r.ref) : read?.keyInside === true;
-	// The key file HAProxy names (3.2+ Key filename, or a crt-store load's key), when not the crt file.
-	let keyFile: string | undefined = stored?.key;
-	const keySpelled = stored === undefined ? detail?.keyFilename : undefined;
-	if (keySpelled !== undefined && keySpelled !== detail?.crtFilename) {
-		const companion = detail?.crtFilename !== undefined && keySpelled === `${detail.crtFilename}.key`;
-		const resolved = companion ? `${cert}.key` : resolve(keySpelled, undefined, "key_base", input.config);
-		if (typeof resolved !== "string")
-			return { placement: { ...base, certFile: cert, unknown: resolved.unknown } };
-		if (resolved !== cert) keyFile = resolved;
-	}
-	const companionVia = via === "crt-dir" || via === "crt-list";
-	const delExt = companionVia ? delExtOf(cert, keyInside, keyFile, input) : false;
-	if (delExt === "ambiguous") {
-		return {
-			placement: {
-				...base,
-				certFile: cert,
-				unknown: `${cert} holds no private key and both ${basename(cert)}.key and ${basename(extrasStem(cert, true))}.key are beside it: which one HAProxy pairs with it depends on ssl-load-extra-del-ext; set haproxy_config in the target`,
-			},
-		};
-	}
-	const extras = existingExtras(cert, input, delExt);
-	const placement: Placement = { ...base, certFile: cert, extras };
-	if (keyFile === undefined && !keyInside && stored === undefined) {
-		if (extras.key === undefined) {
-			return {
-				placement: {
-					...placement,
-					unknown: `${cert} holds no private key and no ${basename(extrasStem(cert, delExt))}.key is beside it: its key file is unknown`,
-				},
-			};
-		}
-		keyFile = extras.key;
-	}
-	if (keyFile !== undefined) {
-		const companion = companionVia && keyFile === `${extrasStem(cert, delExt)}.key`;
-		placement.key = { file: keyFile, by: companion ? "companion" : "argument" };
-	}
+	const keyed = keyOf(cert, { via, keyInside, stored, detail }, input);
+	const placement: Placement = { ...base, certFile: cert, extras: keyed.extras };
+	if ("unknown" in keyed) return { placement: { ...placement, unknown: keyed.unknown } };
+	if (keyed.key !== undefined) placement.key = keyed.key;
+	const keyFile = keyed.key?.file;
+	const extras = keyed.extras;
 	const storage = inCrtDir ? r.storage : read?.meta;
 	// The key a reload pairs with the leaf, or a key left beside a combined PEM: either must match it.
 	const paired = keyFile ?? extras.key;
