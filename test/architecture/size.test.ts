@@ -14,7 +14,6 @@ const FILES_OVER: Record<string, number> = {
 	"src/targets/haproxy/engine/endpoint.ts": 726,
 	"src/sources/acme/index.ts": 602,
 	"src/renewal/manager.ts": 474,
-	"src/metrics/index.ts": 449,
 	"src/targets/haproxy-dataplane/observe.ts": 449,
 	"src/targets/haproxy/engine/classify.ts": 420,
 	"src/targets/haproxy-runtime/apply.ts": 413,
@@ -27,7 +26,6 @@ const FILES_OVER: Record<string, number> = {
  * repeated in a file as `name#2`), each with its own lines (its span less the named functions inside it).
  */
 const FUNCTIONS_OVER: Record<string, number> = {
-	"src/metrics/index.ts: createMetrics": 342,
 	"src/daemon/engine.ts: buildEngine": 134,
 	"src/reconcile/report.ts: endpointFailures": 133,
 	"src/targets/haproxy/engine/classify.ts: classifyEndpoint": 123,
