@@ -10,7 +10,6 @@ import {
 	type ActionResult,
 	type DesiredCertificate,
 	type EndpointDriver,
-	type EndpointObservation,
 	type HaproxyAction,
 	runtimeNameOf,
 	type ServedCertificate,
@@ -28,6 +27,7 @@ import type { CheckResult, VerifySpec } from "../../../reconcile/rollout.js";
 import { verifyCanary } from "../../../reconcile/rollout-checks.js";
 import { batchGroups } from "./batches.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
+import { type Observed, observeLive, workerChange, workerGone } from "./liveness.js";
 import { planEndpoint } from "./plan.js";
 import {
 	type BreakerState,
@@ -39,14 +39,8 @@ import {
 	type ReloadNeed,
 	type ReloadRecord,
 } from "./reload-budget.js";
-import { redoView, settleOnWorker } from "./reloads.js";
-import {
-	sameWorker,
-	type WorkerIdentity,
-	type WriteQueue,
-	type WriteQueues,
-	workerFromInfo,
-} from "./writers.js";
+import { redoView, settleOnDeadWorker, settleOnWorker } from "./reloads.js";
+import { type WorkerIdentity, type WriteQueue, type WriteQueues, workerFromInfo } from "./writers.js";
 
 const NEVER_ABORTED = new AbortController().signal;
 const PROBE_CONCURRENCY = 8;
@@ -83,18 +77,17 @@ export interface EndpointJob {
 	now: () => Date;
 }
 
-type Observed = Extract<EndpointObservation, { ok: true }>;
 type Probed = Array<{ view: ServedView; served?: ServedCertificate }>;
 
 export async function processEndpoint(job: EndpointJob): Promise<EndpointReport> {
 	const started = job.now().getTime();
 	const base = { target: job.target, endpoint: job.driver.name };
-	let observation = await observeSafely(job);
-	if (!observation.ok) {
+	const looked = await observeLive(job, () => probeAll(job), MAX_WRITE_PASSES);
+	if (!looked.ok) {
 		const durationMs = job.now().getTime() - started;
-		return emptyEndpointReport(job.target, job.driver.name, errorView(observation.error), durationMs);
+		return emptyEndpointReport(job.target, job.driver.name, errorView(looked.error), durationMs);
 	}
-	const servedBefore = await probeAll(job);
+	let { observation, served: servedBefore } = looked;
 	const serialBefore = observedSerial(observation.refs);
 	let { verdicts, plan, held } = decide(job, observation, servedBefore);
 	// Names this cycle's writes hand to another ref, reported before the write (cleared below if served right);
@@ -235,9 +228,10 @@ async function redoAfterReloads(
 		if (!reloaded.again.ok) {
 			// Mid-reload the socket may refuse for a moment: look again, within the same bound.
 			if (pass <= MAX_WRITE_PASSES) continue;
-			notes.push(
-				`the writes could not be checked against the serving worker: ${reloaded.again.error.message}`,
-			);
+			// No worker answers: what memory-only writes put in the one that died is held by no process.
+			const gone = workerGone(job, reloaded.from, reloaded.again.error, "after the writes");
+			settleOnDeadWorker(written, gone);
+			notes.push(gone.message);
 			break;
 		}
 		const why = `${cause} (worker ${reloaded.from} -> ${reloaded.to})`;
@@ -357,22 +351,6 @@ function crtListProblems(observation: Observed): { crtListProblems?: EndpointRep
 	return problems.length > 0 ? { crtListProblems: problems } : {};
 }
 
-async function observeSafely(job: EndpointJob): Promise<EndpointObservation> {
-	return job.driver.observe(job.signal).catch(
-		(e: unknown) =>
-			({
-				endpoint: job.driver.name,
-				ok: false,
-				error:
-					e instanceof CertificateeError
-						? e
-						: new CertificateeError("ENDPOINT_ERROR", describeError(e), {
-								context: { endpoint: job.driver.name },
-							}),
-			}) as const,
-	);
-}
-
 /** Phase 2: classify the complete picture, then plan. Pure. */
 function decide(
 	job: EndpointJob,
@@ -489,27 +467,6 @@ async function verifyCanaries(job: EndpointJob): Promise<CheckResult[]> {
 function workerKey(observation: Observed): { worker?: WorkerIdentity } {
 	const worker = workerFromInfo(observation.info, observation.observedAt);
 	return worker ? { worker } : {};
-}
-
-/**
- * After the writes: observes again and compares the worker with the one observed before them. Undefined when
- * it is the same worker, or when the driver does not say which worker answered (nothing to compare). A driver
- * that can name its worker alone (`worker()`) is observed again only when that worker changed.
- */
-async function workerChange(
-	job: EndpointJob,
-	before: Observed,
-): Promise<{ from: number; to: number | "?"; again: EndpointObservation } | undefined> {
-	const was = workerFromInfo(before.info, before.observedAt);
-	if (was === undefined) return undefined;
-	const asked = job.driver.worker ? await job.driver.worker().catch(() => undefined) : undefined;
-	const answered = asked && workerFromInfo(asked, job.now());
-	if (answered !== undefined && sameWorker(was, answered)) return undefined;
-	const again = await observeSafely(job);
-	if (!again.ok) return { from: was.pid, to: "?", again };
-	const now = workerFromInfo(again.info, again.observedAt);
-	if (now === undefined || sameWorker(was, now)) return undefined;
-	return { from: was.pid, to: now.pid, again };
 }
 
 /**

@@ -3,6 +3,7 @@
  * (or the disk) holds its effect, whatever the old worker answered. Pure; endpoint.ts observes and redoes.
  */
 
+import type { CertificateeError } from "../../../errors.js";
 import type { HaproxyAction, ObservedRef } from "../../../reconcile/model.js";
 import { type StepView, viewAction } from "../../../reconcile/report.js";
 import { sideMatches } from "./classify.js";
@@ -33,6 +34,39 @@ export function settleOnWorker(
 				hint: "written again in this cycle when a pass is left, else by the next cycle",
 			};
 		}
+	}
+}
+
+/**
+ * The worker written to died and no other answers: what a write put only in its memory is held by no process,
+ * so it is not ok, whatever the worker answered. A write on disk (a file, a crt-list file edit) stays ok: it is
+ * what the next start loads.
+ */
+export function settleOnDeadWorker(
+	written: ReadonlyArray<{ action: HaproxyAction; view: StepView }>,
+	gone: CertificateeError,
+): void {
+	for (const { action, view } of written) {
+		if (view.result !== "ok" || onDisk(action)) continue;
+		view.result = "failed";
+		view.error = {
+			code: gone.code,
+			message: `${action.op} ${action.ref}: ${gone.message}; no running HAProxy holds this write`,
+			...(gone.hint ? { hint: gone.hint } : {}),
+		};
+	}
+}
+
+function onDisk(action: HaproxyAction): boolean {
+	switch (action.op) {
+		case "storage-create":
+		case "storage-replace":
+		case "storage-delete":
+		case "crt-list-file-add":
+		case "crt-list-file-remove":
+			return true;
+		default:
+			return false;
 	}
 }
 

@@ -255,7 +255,7 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		expect(await h.workerPid()).toBe(pid);
 	});
 
-	it("master_runtime: a renewal is confirmed by one /runtime/info naming the same worker, not a second observation", async () => {
+	it("master_runtime: a renewal is confirmed by a /runtime/info naming the same worker, not a second observation", async () => {
 		const names = ["renew.test"];
 		const v1 = await issueTestLeaf(ca, { names });
 		const { h, d, t } = await setup({ "renew.pem": v1.combinedPem }, { masterRuntime: true });
@@ -266,9 +266,10 @@ describe("reconcile through the Data Plane API (haproxy-dataplane target)", () =
 		const e = await cycle(t, [desired("renew", v2, names)]);
 		expect(writes(e)).toEqual(["storage-replace renew.pem", "runtime-set renew.pem"]);
 		expect(e.steps.map((s) => s.result)).toEqual(["ok", "ok"]);
-		// One observation (its listing and its worker), then one /runtime/info after the writes.
+		// One observation (its listing and its worker), one /runtime/info before the verdict (the worker observed
+		// still answers), then one after the writes.
 		expect(delta("getAllStorageSSLCertificates")).toBe(1);
-		expect(delta("getHaproxyProcessInfo")).toBe(2);
+		expect(delta("getHaproxyProcessInfo")).toBe(3);
 		expect(await served(h, "renew.test")).toBe(normaliseSerial(v2.serial));
 		// Without it (the default) the endpoint is observed again in full after its writes.
 		const plain = await setup({ "renew.pem": v1.combinedPem });

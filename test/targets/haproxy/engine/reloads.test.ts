@@ -3,9 +3,15 @@
  * HAProxy). The real-HAProxy proof is reload-during-cycle.test.ts.
  */
 import { beforeAll, describe, expect, it } from "vitest";
+import { CertificateeError } from "../../../../src/errors.js";
 import type { DesiredCertificate, HaproxyAction, ObservedRef } from "../../../../src/reconcile/model.js";
 import { type StepView, viewAction } from "../../../../src/reconcile/report.js";
-import { holds, redoView, settleOnWorker } from "../../../../src/targets/haproxy/engine/reloads.js";
+import {
+	holds,
+	redoView,
+	settleOnDeadWorker,
+	settleOnWorker,
+} from "../../../../src/targets/haproxy/engine/reloads.js";
 import { desiredCert, metaOf, oldMeta, ref } from "../../../reconcile/scenario.js";
 
 let d: DesiredCertificate;
@@ -91,5 +97,28 @@ describe("settling steps on the serving worker after a reload", () => {
 		expect(view.why).toContain("redo, pass 2");
 		const added = redoView(written, steps, store(), "stale; redo, pass 2");
 		expect(steps).toEqual([lost.view, added]);
+	});
+});
+
+describe("settling steps when the worker written to died (no worker answers)", () => {
+	const gone = new CertificateeError("ENDPOINT_UNAVAILABLE", "HAProxy on lb1 no longer answers (worker 7)", {
+		hint: "start it again",
+	});
+	it.each([
+		["runtime-set ok: held by no process", set, "ok", "failed"],
+		["storage-replace ok: on disk, what the next start loads", store, "ok", "ok"],
+		["runtime-set already failed: left as it is", set, "failed", "failed"],
+	] as const)("%s", (_, action, before, after) => {
+		const step = applied(action(), before);
+		settleOnDeadWorker([step], gone);
+		expect(step.view.result).toBe(after);
+		if (before === "ok" && after === "failed") {
+			expect(step.view.error).toEqual({
+				code: "ENDPOINT_UNAVAILABLE",
+				message:
+					"runtime-set a.pem: HAProxy on lb1 no longer answers (worker 7); no running HAProxy holds this write",
+				hint: "start it again",
+			});
+		}
 	});
 });
