@@ -244,6 +244,8 @@ async function serveNode(
 		return answer;
 	}
 
+	/** As the real list: `file`, `storage_name`, `description` per item, nothing more (client-native
+	 * storage/storage.go GetAll reads and checks every file; dataplaneapi GetAllStorageSSLCertificates). */
 	async function storageList(): Promise<Sent> {
 		const items: Array<Record<string, string>> = [];
 		const names = readdirSync(node.storageDir, { withFileTypes: true })

@@ -8,8 +8,10 @@ import { combinedPem } from "../../certificates/index.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
 import type { EndpointDriver, EndpointObservation } from "../../reconcile/model.js";
+import { workerFromInfo } from "../haproxy/engine/writers.js";
 import { applyAction } from "./apply.js";
 import { type ClientDeps, createDataplaneClient, type DataplaneClientHandle } from "./client.js";
+import { fullBecause, noteWrite, type ObservationMemory, reusable, untouched } from "./memory.js";
 import { observeEndpoint } from "./observe.js";
 import type { DataplaneEndpointConfig } from "./schema.js";
 
@@ -31,6 +33,8 @@ export interface DataplaneEndpointDeps extends ClientDeps {
 	storageDir?: string;
 	/** HAProxy's tune.bufsize (default 16384). */
 	bufsize?: number;
+	/** Every N-th observation reads every item again; the others reuse what cannot have changed. Default 10. */
+	fullObservationEvery?: number;
 }
 
 export interface DataplaneEndpoint extends EndpointDriver {
@@ -49,33 +53,65 @@ export function createDataplaneEndpoint(
 	const driverProbe = (sni: string, signal: AbortSignal) =>
 		probeServed({ address: config.probe ?? "", sni, signal, timeoutMs: config.timeout });
 
+	// Incremental observation (memory.ts): what the last observation read, and what certificatee wrote since.
+	let memory: ObservationMemory | undefined;
+	let touched = untouched();
+	const rules = { every: deps.fullObservationEvery ?? 10, masterRuntime: config.master_runtime === true };
+
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
 			// The worker first: a reload during the observation then shows as a change at the next look.
 			const worker = await workerInfo(signal);
-			const [{ refs, crtLists }, info] = await Promise.all([
+			const observedAt = deps.now();
+			const identity = workerFromInfo(worker, observedAt);
+			const uptimeSec = Number(worker.uptime_sec);
+			const since = touched;
+			let full: string | undefined;
+			const [observed, info] = await Promise.all([
 				observeEndpoint(
 					client,
 					{
 						concurrency,
 						...(deps.storageDir ? { storageDir: deps.storageDir } : {}),
 						...(config.probe === undefined ? {} : { probe: driverProbe }),
+						reuse: (listing) => {
+							full = fullBecause(
+								memory,
+								since,
+								{ ...listing, ...(identity ? { worker: identity, uptimeSec } : {}) },
+								rules,
+							);
+							return full === undefined && memory ? reusable(memory, since) : undefined;
+						},
 					},
 					signal,
 				),
 				client.info(signal),
 			]);
+			const { refs, crtLists, fetched } = observed;
+			// Writes during this observation stay noted for the next one; those before it were read now.
+			if (touched === since) touched = untouched();
+			memory =
+				identity === undefined
+					? undefined
+					: {
+							worker: identity,
+							uptimeSec,
+							storage: new Map(fetched.storage.map((f) => [f.storageName, f])),
+							runtime: new Map(fetched.runtime.map((r) => [r.name, r])),
+							crtLists: fetched.crtLists,
+							sinceFull: full === undefined ? (memory?.sinceFull ?? 0) + 1 : 0,
+						};
 			const version = info.api?.version;
-			const fields = { ...(version ? { api_version: version } : {}), ...worker };
-			return {
-				endpoint,
-				ok: true,
-				refs,
-				crtLists,
-				observedAt: deps.now(),
-				...(Object.keys(fields).length > 0 ? { info: fields } : {}),
+			const fields = {
+				...(version ? { api_version: version } : {}),
+				...worker,
+				observation: full === undefined ? "incremental" : `full (${full})`,
 			};
+			return { endpoint, ok: true, refs, crtLists, observedAt, info: fields };
 		} catch (e) {
+			// A failed observation leaves nothing to trust: the next one is full.
+			memory = undefined;
 			if (e instanceof CertificateeError && !signal.aborted) return { endpoint, ok: false, error: e };
 			throw e;
 		}
@@ -99,8 +135,10 @@ export function createDataplaneEndpoint(
 	const driver: DataplaneEndpoint = {
 		name: endpoint,
 		observe,
-		apply: (action, signal) =>
-			applyAction(
+		apply: async (action, signal) => {
+			// Noted before the write too: a write cut off midway leaves the next observation full.
+			touched.all ||= action.op !== "storage-replace" && action.op !== "runtime-set";
+			const result = await applyAction(
 				{
 					endpoint,
 					client,
@@ -111,7 +149,13 @@ export function createDataplaneEndpoint(
 				},
 				action,
 				signal,
-			),
+			).catch((e: unknown) => {
+				touched.all = true;
+				throw e;
+			});
+			noteWrite(touched, action, result);
+			return result;
+		},
 		close: () => client.close(),
 		reload: async (signal, written) => {
 			const carrier = written[0];
@@ -124,6 +168,7 @@ export function createDataplaneEndpoint(
 				}),
 			});
 			if (carrier === undefined) return fail("nothing written to reload for", "the next cycle retries");
+			touched.all = true;
 			try {
 				const before = Number((await workerInfo(signal)).pid);
 				// The file already holds this content: the PUT changes nothing on disk; force_reload reloads HAProxy.

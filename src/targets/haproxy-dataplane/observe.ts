@@ -19,6 +19,7 @@ import { crtListLine, isCrtDirectory } from "../haproxy/crt-list.js";
 import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { DataplaneClient } from "./client.js";
 import { type LoadPlacement, placeLoads } from "./crt-stores.js";
+import type { Reusable } from "./memory.js";
 import type { CrtListEntry, CrtLoad, CrtStore, SslCertificate } from "./schema.js";
 
 function date(value: string | null | undefined): Date | undefined {
@@ -300,6 +301,12 @@ export interface ObserveOptions {
 	concurrency: number;
 	/** The storage directory as haproxy.cfg spells it (see crtListMembership). */
 	storageDir?: string;
+	/** Given the listings, what the last observation read that still stands (memory.ts); undefined: fetch all. */
+	reuse?: (listing: {
+		storage: ReadonlyArray<{ storageName: string; file?: string }>;
+		runtime: readonly string[];
+		crtLists: string;
+	}) => Reusable | undefined;
 }
 
 /**
@@ -376,13 +383,21 @@ async function fetchStorage(
  * Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. A storage name the
  * API's sanitiser changes is never fetched: its GET would answer for another file (the keeper's, typically).
  * crt-store loads come from the configuration endpoints; their certificate and key files are read even when
- * the storage listing skips them (a certificate without its key, a key alone).
+ * the storage listing skips them (a certificate without its key, a key alone). The listings, crt-lists and
+ * crt-store loads come first: from them `options.reuse` may hand back the last observation's metadata of the
+ * items it knows (incremental observation, memory.ts), which are then not fetched.
  */
 export async function observeEndpoint(
 	client: DataplaneClient,
 	options: ObserveOptions,
 	signal: AbortSignal,
-): Promise<{ refs: ObservedRef[]; crtLists: ObservedCrtList[] }> {
+): Promise<{
+	refs: ObservedRef[];
+	crtLists: ObservedCrtList[];
+	/** The listed storage files and runtime certificates with their metadata (what the next one may reuse). */
+	fetched: { storage: FetchedStorage[]; runtime: FetchedRuntime[]; crtLists: string };
+	reused: boolean;
+}> {
 	const [items, names, lists, stores] = await Promise.all([
 		client.storage.list(signal),
 		client.runtime.list(signal),
@@ -391,36 +406,34 @@ export async function observeEndpoint(
 	]);
 	// An unnamed store's loads have no URL (its name is ""): its certificates are observed from the runtime only.
 	const named = stores.filter((st) => st.name !== "");
-	const storage = new Array<FetchedStorage>(items.length);
-	const runtime = new Array<FetchedRuntime>(names.length);
 	const entries = new Array<{ list: string; entries: CrtListEntry[] }>(lists.length);
 	const loads = new Array<CrtStore & { loads: CrtLoad[] }>(named.length);
+	await runJobs(lists.length + named.length, options.concurrency, async (l) => {
+		if (l < lists.length) {
+			const list = lists[l] as string;
+			entries[l] = { list, entries: await client.crtLists.entries(list, signal) };
+			return;
+		}
+		const st = named[l - lists.length] as CrtStore;
+		loads[l - lists.length] = { ...st, loads: await client.crtStores.loads(st.name, signal) };
+	});
+	const crtListKey = JSON.stringify([entries, loads]);
+	const reuse = options.reuse?.({ storage: items, runtime: names, crtLists: crtListKey });
+	const storage = new Array<FetchedStorage>(items.length);
+	const runtime = new Array<FetchedRuntime>(names.length);
 	// A few workers pull the next GET from one list of all of them: nothing is queued per item (thousands of
 	// pending promises per endpoint), and each answer is reduced to its metadata as soon as it arrives.
-	const offsets = [items.length, names.length, lists.length, named.length];
-	await runJobs(
-		offsets.reduce((a, b) => a + b, 0),
-		options.concurrency,
-		async (k) => {
-			if (k < items.length) {
-				storage[k] = await fetchStorage(client, items[k] as (typeof items)[number], signal);
-				return;
-			}
-			const r = k - items.length;
-			if (r < names.length) {
-				runtime[r] = await fetchRuntime(client, names[r] as string, signal);
-				return;
-			}
-			const l = r - names.length;
-			if (l < lists.length) {
-				const list = lists[l] as string;
-				entries[l] = { list, entries: await client.crtLists.entries(list, signal) };
-				return;
-			}
-			const st = named[l - lists.length] as CrtStore;
-			loads[l - lists.length] = { ...st, loads: await client.crtStores.loads(st.name, signal) };
-		},
-	);
+	await runJobs(items.length + names.length, options.concurrency, async (k) => {
+		if (k < items.length) {
+			const item = items[k] as (typeof items)[number];
+			const known = reuse?.storage(item.storageName);
+			storage[k] =
+				known !== undefined && known.file === item.file ? known : await fetchStorage(client, item, signal);
+			return;
+		}
+		const name = names[k - items.length] as string;
+		runtime[k - items.length] = reuse?.runtime(name) ?? (await fetchRuntime(client, name, signal));
+	});
 	const placements = options.storageDir === undefined ? [] : placeLoads(loads, options.storageDir);
 	// The files of crt-store loads are part of their load's ref, never refs of their own.
 	const storeFiles = new Set(placements.flatMap((p) => [p.certRef, p.keyRef]).filter((f) => f !== undefined));
@@ -445,5 +458,7 @@ export async function observeEndpoint(
 			...crtStoreRefs(placements, byName, runtime, served),
 		].sort((a, b) => a.ref.localeCompare(b.ref)),
 		crtLists: describeCrtLists(entries, crtDirectories),
+		fetched: { storage, runtime, crtLists: crtListKey },
+		reused: reuse !== undefined,
 	};
 }

@@ -58,6 +58,8 @@ export const dataplaneTargetSchema = z.strictObject({
 	reloads: reloadsSchema,
 	/** One endpoint's whole cycle (observe, writes, probes): past it the endpoint is failed for the cycle. */
 	endpoint_deadline: endpointDeadline,
+	/** Every N-th observation of an endpoint GETs every certificate; the others only what can have changed. */
+	full_observation_every: z.number().int().min(1).default(10),
 });
 export type DataplaneTargetConfig = z.output<typeof dataplaneTargetSchema>;
 

@@ -13,6 +13,7 @@ export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps
 			allowNameRemoval: config.allow_name_removal,
 			storageDir: config.storage_dir,
 			bufsize: config.bufsize,
+			fullObservationEvery: config.full_observation_every,
 			...(deps.warn ? { warn: deps.warn } : {}),
 		}),
 	);

@@ -96,6 +96,7 @@ export const runtime = {
 		return { status: 200, body: { runtimeAPI: socket, info } };
 	},
 
+	/** `storage_name` and `description` only (client-native runtime/certs.go parseCerts over `show ssl cert`). */
 	async list(ctx: DoubleContext): Promise<Handled> {
 		const { names } = await ctx.runtime.showCerts();
 		return { status: 200, body: names.map((n) => ({ storage_name: n, description: basename(n) })) };

@@ -152,6 +152,11 @@ async function afterWrite(
 }
 
 export const storage = {
+	/**
+	 * Each item carries `file`, `storage_name` and `description` only, no size, date or serial (dataplaneapi
+	 * handlers/storage/ssl_certificates/ssl_certificates.go GetAllStorageSSLCertificates over client-native
+	 * storage/storage.go GetAll): certificatee's incremental observation relies on no more than that.
+	 */
 	async list(ctx: DoubleContext): Promise<Handled> {
 		const items: Record<string, unknown>[] = [];
 		for (const entry of (await readdir(ctx.storageDir, { withFileTypes: true })).sort((a, b) =>
