@@ -9,9 +9,23 @@
  * no size, date, serial or fingerprint. So between full observations an item whose name is listed as before,
  * under the same worker, keeps the metadata its last GET gave; what certificatee wrote since is read again.
  */
-import type { ActionResult, HaproxyAction } from "../../reconcile/model.js";
+import type { ActionResult, HaproxyAction, RefMeta } from "../../reconcile/model.js";
 import { sameWorker, type WorkerIdentity } from "../haproxy/engine/writers.js";
-import type { FetchedRuntime, FetchedStorage } from "./observe.js";
+
+export interface FetchedStorage {
+	storageName: string;
+	file?: string;
+	meta: RefMeta;
+	/** The name the API would really address (its sanitised form), when it differs: never read or written. */
+	addressedAs?: string;
+}
+
+export interface FetchedRuntime {
+	name: string;
+	meta: RefMeta;
+	/** Why the API cannot read its metadata (RUNTIME_SEPARATE_KEY): HAProxy lists it, nothing more is known. */
+	unreadable?: string;
+}
 
 export interface ObservationMemory {
 	worker: WorkerIdentity;
@@ -52,12 +66,16 @@ export function noteWrite(touched: Touched, action: HaproxyAction, result: Actio
 	else touched.all = true;
 }
 
-export interface Listing {
-	worker?: WorkerIdentity;
-	uptimeSec?: number;
+/** What an observation lists before any per-item GET: the listings, and the crt-lists and loads as one string. */
+export interface Listed {
 	storage: ReadonlyArray<{ storageName: string; file?: string }>;
 	runtime: readonly string[];
 	crtLists: string;
+}
+
+export interface Listing extends Listed {
+	worker?: WorkerIdentity;
+	uptimeSec?: number;
 }
 
 export interface ReuseRules {

@@ -19,7 +19,8 @@ import { crtListLine, isCrtDirectory } from "../haproxy/crt-list.js";
 import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { DataplaneClient } from "./client.js";
 import { type LoadPlacement, placeLoads } from "./crt-stores.js";
-import type { Reusable } from "./memory.js";
+import type { FetchedRuntime, FetchedStorage, Listed, Reusable } from "./memory.js";
+import { runJobs } from "./run-jobs.js";
 import type { CrtListEntry, CrtLoad, CrtStore, SslCertificate } from "./schema.js";
 
 function date(value: string | null | undefined): Date | undefined {
@@ -75,21 +76,6 @@ export function runtimeMeta(c: SslCertificate): RefMeta {
 		};
 	}
 	return meta;
-}
-
-export interface FetchedStorage {
-	storageName: string;
-	file?: string;
-	meta: RefMeta;
-	/** The name the API would really address (its sanitised form), when it differs: never read or written. */
-	addressedAs?: string;
-}
-
-export interface FetchedRuntime {
-	name: string;
-	meta: RefMeta;
-	/** Why the API cannot read its metadata (RUNTIME_SEPARATE_KEY): HAProxy lists it, nothing more is known. */
-	unreadable?: string;
 }
 
 /**
@@ -302,11 +288,7 @@ export interface ObserveOptions {
 	/** The storage directory as haproxy.cfg spells it (see crtListMembership). */
 	storageDir?: string;
 	/** Given the listings, what the last observation read that still stands (memory.ts); undefined: fetch all. */
-	reuse?: (listing: {
-		storage: ReadonlyArray<{ storageName: string; file?: string }>;
-		runtime: readonly string[];
-		crtLists: string;
-	}) => Reusable | undefined;
+	reuse?: (listing: Listed) => Reusable | undefined;
 }
 
 /**
@@ -340,23 +322,6 @@ async function servedForUnreadable(
 	return out;
 }
 
-/** Runs `jobs` GETs with a few workers; after the first error (the endpoint's failure) no further GET is sent. */
-async function runJobs(jobs: number, concurrency: number, run: (k: number) => Promise<void>): Promise<void> {
-	let next = 0;
-	let failed = false;
-	const worker = async () => {
-		while (!failed && next < jobs) {
-			try {
-				await run(next++);
-			} catch (e) {
-				failed = true;
-				throw e;
-			}
-		}
-	};
-	await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, jobs)) }, worker));
-}
-
 /** A storage file's metadata, never fetched when the API would address another file by its name. */
 async function fetchStorage(
 	client: DataplaneClient,
@@ -379,6 +344,31 @@ async function fetchStorage(
 	};
 }
 
+/** The listings, and every crt-list's entries and crt-store's loads (few): what decides what the GETs may skip. */
+async function fetchListings(client: DataplaneClient, concurrency: number, signal: AbortSignal) {
+	const [items, names, lists, stores] = await Promise.all([
+		client.storage.list(signal),
+		client.runtime.list(signal),
+		client.crtLists.lists(signal),
+		client.crtStores.stores(signal),
+	]);
+	// An unnamed store's loads have no URL (its name is ""): its certificates are observed from the runtime only.
+	const named = stores.filter((st) => st.name !== "");
+	const entries = new Array<{ list: string; entries: CrtListEntry[] }>(lists.length);
+	const loads = new Array<CrtStore & { loads: CrtLoad[] }>(named.length);
+	await runJobs(lists.length + named.length, concurrency, async (l) => {
+		if (l < lists.length) {
+			const list = lists[l] as string;
+			entries[l] = { list, entries: await client.crtLists.entries(list, signal) };
+			return;
+		}
+		const st = named[l - lists.length] as CrtStore;
+		loads[l - lists.length] = { ...st, loads: await client.crtStores.loads(st.name, signal) };
+	});
+	const crtListKey = JSON.stringify([entries, loads]);
+	return { items, names, lists, entries, loads, crtListKey };
+}
+
 /**
  * Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. A storage name the
  * API's sanitiser changes is never fetched: its GET would answer for another file (the keeper's, typically).
@@ -398,26 +388,11 @@ export async function observeEndpoint(
 	fetched: { storage: FetchedStorage[]; runtime: FetchedRuntime[]; crtLists: string };
 	reused: boolean;
 }> {
-	const [items, names, lists, stores] = await Promise.all([
-		client.storage.list(signal),
-		client.runtime.list(signal),
-		client.crtLists.lists(signal),
-		client.crtStores.stores(signal),
-	]);
-	// An unnamed store's loads have no URL (its name is ""): its certificates are observed from the runtime only.
-	const named = stores.filter((st) => st.name !== "");
-	const entries = new Array<{ list: string; entries: CrtListEntry[] }>(lists.length);
-	const loads = new Array<CrtStore & { loads: CrtLoad[] }>(named.length);
-	await runJobs(lists.length + named.length, options.concurrency, async (l) => {
-		if (l < lists.length) {
-			const list = lists[l] as string;
-			entries[l] = { list, entries: await client.crtLists.entries(list, signal) };
-			return;
-		}
-		const st = named[l - lists.length] as CrtStore;
-		loads[l - lists.length] = { ...st, loads: await client.crtStores.loads(st.name, signal) };
-	});
-	const crtListKey = JSON.stringify([entries, loads]);
+	const { items, names, entries, loads, crtListKey } = await fetchListings(
+		client,
+		options.concurrency,
+		signal,
+	);
 	const reuse = options.reuse?.({ storage: items, runtime: names, crtLists: crtListKey });
 	const storage = new Array<FetchedStorage>(items.length);
 	const runtime = new Array<FetchedRuntime>(names.length);
