@@ -234,8 +234,12 @@ export type HaproxyAction =
 	/** Edits a crt-list file on disk (memory is `runtime-add` / `crt-list-remove`): append or remove its lines. */
 	| { op: "crt-list-file-add"; ref: string; runtimeName: string; crtList: string }
 	| { op: "crt-list-file-remove"; ref: string; runtimeName: string; crtList: string }
-	/** Commit a ref again with the content HAProxy holds, so its SNI entries go behind a keeper just written. */
-	| { op: "runtime-reinsert"; ref: string; runtimeName: string }
+	/**
+	 * Commit a ref again with the content HAProxy holds, so its SNI entries go behind a keeper just written.
+	 * `files`: where that content lives (the ref's placement: its certificate file, its key file when separate);
+	 * absent: one combined PEM named `ref` in the storage directory (or its absolute path).
+	 */
+	| { op: "runtime-reinsert"; ref: string; runtimeName: string; files?: { cert: string; key?: string } }
 	| { op: "runtime-delete"; ref: string; runtimeName: string }
 	| { op: "storage-delete"; ref: string };
 

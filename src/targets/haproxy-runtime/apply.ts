@@ -4,10 +4,10 @@
  */
 
 import { readFile } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join } from "node:path";
-import { type Bundle, checkBundle, combinedPem, commonName } from "../../certificates/index.js";
+import { basename, dirname, join } from "node:path";
+import { type Bundle, checkBundle, combinedPem } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
-import { leafMeta, metaOf } from "../../reconcile/leaf-meta.js";
+import { metaOf } from "../../reconcile/leaf-meta.js";
 import type { ActionResult, HaproxyAction } from "../../reconcile/model.js";
 import { PENDING_RELOAD_NOTE } from "../haproxy/bufsize.js";
 import { appendLine, linesMaybeNaming, removeCertificateLines } from "../haproxy/crt-list.js";
@@ -17,8 +17,9 @@ import { editCrtListFile } from "./crt-list-files.js";
 import { servedNames } from "./observe.js";
 import { writePlaced } from "./pair.js";
 import type { CertDetail } from "./parse.js";
+import { reinsert } from "./reinsert.js";
 import { crtListOptions } from "./schema.js";
-import { chainNames, refPath, removeFile, writeAtomic, writeAtomicMany } from "./storage.js";
+import { removeFile, writeAtomic, writeAtomicMany } from "./storage.js";
 import { addCertificate, updateCertificate, updateCertificates } from "./transaction.js";
 
 type ActionOf<Op extends HaproxyAction["op"]> = Extract<HaproxyAction, { op: Op }>;
@@ -363,48 +364,6 @@ async function deleteRuntime(ctx: RuntimeContext, action: ActionOf<"runtime-dele
 	}
 	await ctx.client.delCert(action.runtimeName);
 	return { action, ok: true };
-}
-
-/**
- * Commits a ref again with the content HAProxy already holds (its file, when the file holds the same leaf
- * and chain), so its SNI entries go behind the keeper just written. Never sends other content.
- */
-async function reinsert(ctx: RuntimeContext, action: ActionOf<"runtime-reinsert">): Promise<ActionResult> {
-	const held = await ctx.client.showCert(action.runtimeName);
-	if (held === undefined) return { action, ok: true, note: "not in HAProxy's store" };
-	// A ref outside crt_dir is named by its absolute path: read there (never written).
-	const path =
-		action.ref === action.runtimeName && isAbsolute(action.ref)
-			? action.ref
-			: refPath(ctx.config.crt_dir, action.ref);
-	const pem = await readFile(path, "utf8").catch(() => undefined);
-	if (pem === undefined || !holdsWhatIsServed(pem, held)) {
-		const { name } = ctx.config;
-		const error = new CertificateeError(
-			"ENDPOINT_ERROR",
-			`${name}: cannot re-insert ${action.runtimeName}: its file does not hold what HAProxy serves`,
-			{
-				context: { endpoint: name, target: name, ref: action.ref, operation: action.op },
-				hint: "the names it shares with the keeper are served by it until it is removed or a reload",
-			},
-		);
-		return { action, ok: false, error };
-	}
-	await updateCertificate(ctx.client, action.runtimeName, pem);
-	return { action, ok: true };
-}
-
-/** The file holds the leaf HAProxy serves and the same chain (by subject and issuer names). */
-function holdsWhatIsServed(pem: string, held: CertDetail): boolean {
-	const fileChain = chainNames(pem);
-	const sameChain =
-		fileChain.length === held.chain.length &&
-		fileChain.every(
-			(c, i) =>
-				c.subject === commonName(held.chain[i]?.subject ?? "") &&
-				c.issuer === commonName(held.chain[i]?.issuer ?? ""),
-		);
-	return leafMeta(pem).sha1 === held.sha1 && sameChain;
 }
 
 /** HAProxy accepts expired certificates: certificatee checks dates (and chain) itself. */

@@ -13,6 +13,7 @@
 import { nameSet } from "../../../certificates/names.js";
 import type {
 	DesiredCertificate,
+	HaproxyAction,
 	ObservedRef,
 	PlannedStep,
 	ServedCertificate,
@@ -127,6 +128,26 @@ function keeperFirst(
 	return probe !== undefined && keeper.serial !== undefined && probe.serial === keeper.serial;
 }
 
+/** HAProxy names it, and its content is readable where it lives: a combined PEM, or a placement naming its files. */
+function reinsertable(r: ObservedRef): boolean {
+	const p = r.placement;
+	return (
+		r.runtimeName !== undefined && (p === undefined || (p.unknown === undefined && p.certFile !== undefined))
+	);
+}
+
+/** The re-insert of `r`, with the files HAProxy loaded it from (its certificate file, its separate key file). */
+function reinsertOf(r: ObservedRef): Extract<HaproxyAction, { op: "runtime-reinsert" }> {
+	const p = r.placement;
+	const cert = p?.certFile;
+	return {
+		op: "runtime-reinsert",
+		ref: r.ref,
+		runtimeName: r.runtimeName as string,
+		...(cert !== undefined ? { files: { cert, ...(p?.key ? { key: p.key.file } : {}) } } : {}),
+	};
+}
+
 export function planServing(input: ServingInput): ServingPlan {
 	const steps: PlannedStep[] = [];
 	const servingAfter: ServingAfter[] = [];
@@ -154,15 +175,13 @@ export function planServing(input: ServingInput): ServingPlan {
 			};
 			const fixable =
 				input.reinserts &&
-				ahead.every(
-					(r) => keeperFirst(input, view, r, sni, desired.bundle.leaf.keyType) && r.runtimeName !== undefined,
-				);
+				ahead.every((r) => keeperFirst(input, view, r, sni, desired.bundle.leaf.keyType) && reinsertable(r));
 			if (fixable) {
 				for (const r of ahead) {
 					if (reinserted.has(r.ref)) continue;
 					reinserted.add(r.ref);
 					steps.push({
-						action: { op: "runtime-reinsert", ref: r.ref, runtimeName: r.runtimeName as string },
+						action: reinsertOf(r),
 						why: `keeps ${action.ref} serving the names it shares with ${r.ref}: its update re-inserts ${action.ref}'s SNI entries behind ${r.ref}'s`,
 					});
 				}

@@ -557,6 +557,47 @@ describe("haproxy engine: classify + plan", () => {
 			expect(run(inList, { reinserts: true }).ops).toEqual(["runtime-set barsone.pem"]);
 		});
 
+		it("the re-insert carries the files the other ref lives in (its placement: crt file, separate key file)", () => {
+			const placed = refs().map((x) =>
+				x.ref === "partial.pem"
+					? {
+							...x,
+							placement: {
+								via: "crt-dir" as const,
+								certFile: "/etc/haproxy/ssl/partial.pem",
+								key: { file: "/etc/haproxy/ssl/partial.pem.key", by: "companion" as const },
+								extras: { key: "/etc/haproxy/ssl/partial.pem.key" },
+							},
+						}
+					: x,
+			);
+			const r = run(placed, { served: probe("0E01"), reinserts: true });
+			expect(r.plan.steps.map((s) => s.action).find((a) => a.op === "runtime-reinsert")).toEqual({
+				op: "runtime-reinsert",
+				ref: "partial.pem",
+				runtimeName: "/etc/haproxy/ssl/partial.pem",
+				files: { cert: "/etc/haproxy/ssl/partial.pem", key: "/etc/haproxy/ssl/partial.pem.key" },
+			});
+		});
+
+		it("a ref whose files are unknown (PLACEMENT_UNKNOWN) is not re-inserted: the handover is reported", () => {
+			const unknown = refs().map((x) =>
+				x.ref === "partial.pem"
+					? {
+							...x,
+							placement: {
+								via: "crt-store" as const,
+								extras: {},
+								unknown: "relative to a crt-base not printed",
+							},
+						}
+					: x,
+			);
+			const r = run(unknown, { served: probe("0E01"), reinserts: true });
+			expect(r.ops).toEqual(["runtime-set barsone.pem"]);
+			expect(r.plan.shadowed.map((v) => v.servedBy)).toEqual(["partial.pem"]);
+		});
+
 		it("a duplicate kept current after the keeper is not a handover: it holds the same certificate", () => {
 			const r = run([
 				ref("barsone.pem", { storage: oldMeta(keeper.names), runtime: oldMeta(keeper.names) }),
