@@ -1,5 +1,5 @@
 /** Exit codes, documented in the README. Only src/cli/main.ts calls process.exit. */
-import type { CycleOutcome } from "../reconcile/report.js";
+import type { CycleOutcome } from "../reconcile/outcome.js";
 
 export const EXIT = {
 	ok: 0,

@@ -2,18 +2,11 @@
 import { formatDuration } from "../base/duration.js";
 import type { ClusterView } from "../metrics/cluster.js";
 import { type StatusSummary, statusSummary } from "../metrics/status-view.js";
+import { absentCertificates, endpointState } from "../reconcile/convergence.js";
+import { endpointFailures } from "../reconcile/failures.js";
+import { cycleOutcome, outcomeLine } from "../reconcile/outcome.js";
 import type { ReloadsView } from "../reconcile/report.js";
-import {
-	absentCertificates,
-	type CycleReport,
-	cycleOutcome,
-	type EndpointReport,
-	endpointFailures,
-	endpointState,
-	outcomeLine,
-	type RenewalView,
-	stepCounts,
-} from "../reconcile/report.js";
+import { type CycleReport, type EndpointReport, type RenewalView, stepCounts } from "../reconcile/report.js";
 import type { Verdict } from "../reconcile/verdict.js";
 import { type Cell, renderTable, type Styler } from "./table.js";
 

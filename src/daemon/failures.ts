@@ -3,7 +3,7 @@
  * while it persists (with the message first seen: later ones may only say "skipped, backing off"), and once when
  * it is resolved — never every cycle. Pure: the memory goes in and comes out.
  */
-import type { Failure } from "../reconcile/report.js";
+import type { Failure } from "../reconcile/failures.js";
 
 export const REMIND_EVERY_MS = 60 * 60_000;
 

@@ -5,7 +5,8 @@
  */
 import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { type CycleReport, certificateOnEndpoint } from "../reconcile/report.js";
+import { certificateOnEndpoint } from "../reconcile/convergence.js";
+import type { CycleReport } from "../reconcile/report.js";
 import { requestRenewal, revokeLatest } from "../renewal/request.js";
 import { type Issuer, REVOCATION_REASONS, type RevocationReason } from "../sources/types.js";
 import { writeReplacement } from "../store/records.js";

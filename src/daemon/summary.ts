@@ -1,5 +1,6 @@
 import type { AuditEvent } from "../reconcile/audit.js";
-import { type CycleReport, cycleOutcome, stepCounts } from "../reconcile/report.js";
+import { cycleOutcome } from "../reconcile/outcome.js";
+import { type CycleReport, stepCounts } from "../reconcile/report.js";
 import type { Replacement } from "../store/records.js";
 
 /** One log line's worth of a cycle; the words come from the report's one definition (cycleOutcome, stepCounts). */

@@ -1,6 +1,6 @@
 /** What each certificate is and where it is: expiry and lifetime, the refs holding it, what is served and what is not. */
 import type { Registry } from "prom-client";
-import { certificateOnEndpoint } from "../reconcile/report.js";
+import { certificateOnEndpoint } from "../reconcile/convergence.js";
 import { type LastCycle, scrapeGauges, seconds } from "./last-cycle.js";
 import { refsAfterCycle } from "./refs.js";
 

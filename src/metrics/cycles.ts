@@ -3,7 +3,8 @@
  * observed (what /readyz requires), what its sources could not use, and how long cycles take.
  */
 import { Histogram, type Registry } from "prom-client";
-import { type CycleReport, cycleOutcome } from "../reconcile/report.js";
+import { cycleOutcome } from "../reconcile/outcome.js";
+import type { CycleReport } from "../reconcile/report.js";
 import { type LastCycle, scrapeGauges, seconds } from "./last-cycle.js";
 
 export interface CycleMetrics {

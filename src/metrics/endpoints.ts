@@ -1,6 +1,7 @@
 /** Each endpoint: up, when it last took every write, its legacy duplicates, and the writes made on it. */
 import { Counter, type Registry } from "prom-client";
-import { type CycleReport, type EndpointReport, endpointFailures } from "../reconcile/report.js";
+import { endpointFailures } from "../reconcile/failures.js";
+import type { CycleReport, EndpointReport } from "../reconcile/report.js";
 import { endpointKey, type LastCycle, scrapeGauges } from "./last-cycle.js";
 
 export function registerEndpointMetrics(

@@ -1,6 +1,6 @@
 /** The verdicts `status`, /status.json and the fleet page show, as gauges: per endpoint, per certificate, per cycle. */
 import type { Registry } from "prom-client";
-import { cycleOutcome } from "../reconcile/report.js";
+import { cycleOutcome } from "../reconcile/outcome.js";
 import { type LastCycle, scrapeGauges } from "./last-cycle.js";
 
 const ENDPOINT_STATES = ["converged", "pending", "failed", "unobserved"] as const;

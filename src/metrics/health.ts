@@ -3,7 +3,9 @@
  *   alive = a cycle finished within 3 × interval, or one is running and younger than its timeout;
  *   ready = the configuration is loaded, the latest cycle ran, and it observed at least one endpoint of each target.
  */
-import { absentCertificates, type CycleReport, cycleOutcome, endpointState } from "../reconcile/report.js";
+import { absentCertificates, endpointState } from "../reconcile/convergence.js";
+import { cycleOutcome } from "../reconcile/outcome.js";
+import type { CycleReport } from "../reconcile/report.js";
 
 export interface LoopHealth {
 	intervalMs: number;

@@ -4,16 +4,10 @@
  * daemon's fleet page (/ and /status.json) render it. Pure.
  */
 
+import { absentCertificates, certificateConvergence, endpointState } from "../reconcile/convergence.js";
 import type { ReplacementView } from "../reconcile/model.js";
-import {
-	absentCertificates,
-	type CycleReport,
-	certificateConvergence,
-	certificateProblems,
-	endpointState,
-	type ReloadsView,
-	type RenewalState,
-} from "../reconcile/report.js";
+import { certificateProblems } from "../reconcile/outcome.js";
+import type { CycleReport, ReloadsView, RenewalState } from "../reconcile/report.js";
 import type { CertificateStatus } from "../renewal/manager.js";
 import type { ClusterView } from "./cluster.js";
 

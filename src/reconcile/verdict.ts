@@ -62,6 +62,15 @@ export type Verdict =
 
 export type VerdictClass = Verdict["class"];
 
+/** A verdict on the ref a certificate belongs in on an endpoint (its own ref), not on a duplicate or another's. */
+export type CanonicalVerdict = Extract<Verdict, { class: "in-sync" | "stale" | "missing" | "refused" }>;
+
+const CANONICAL: ReadonlySet<VerdictClass> = new Set(["in-sync", "stale", "missing", "refused"]);
+
+export function isCanonical(v: Verdict): v is CanonicalVerdict {
+	return CANONICAL.has(v.class);
+}
+
 /** Why an update of a ref is refused: it would drop served names, or replace a certificate that expires later. */
 export type RefusalCode =
 	| "UPDATE_DROPS_NAMES"

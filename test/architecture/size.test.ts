@@ -10,7 +10,6 @@ const FUNCTION_LIMIT = 60;
  * take it off; an entry within the limit fails the test, so the list stays true.
  */
 const FILES_OVER: Record<string, number> = {
-	"src/reconcile/report.ts": 875,
 	"src/targets/haproxy/engine/endpoint.ts": 683,
 	"src/renewal/manager.ts": 474,
 	"src/targets/haproxy-dataplane/observe.ts": 439,
@@ -25,7 +24,6 @@ const FILES_OVER: Record<string, number> = {
  */
 const FUNCTIONS_OVER: Record<string, number> = {
 	"src/daemon/engine.ts: buildEngine": 134,
-	"src/reconcile/report.ts: endpointFailures": 133,
 	"src/targets/haproxy/engine/classify.ts: classifyEndpoint": 123,
 	"src/targets/haproxy/engine/endpoint.ts: processEndpoint": 121,
 	"src/cli/print.ts: renderStatus": 106,

@@ -1,7 +1,7 @@
 /** trackFailures, directly: which failures are logged over a sequence of cycles (time passed in). */
 import { describe, expect, it } from "vitest";
 import { type FailureMemory, failureLogLine, trackFailures } from "../../src/daemon/failures.js";
-import type { Failure } from "../../src/reconcile/report.js";
+import type { Failure } from "../../src/reconcile/failures.js";
 
 const MIN = 60_000;
 const down = (message = "cannot connect to /run/haproxy/admin.sock"): Failure => ({

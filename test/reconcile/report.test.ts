@@ -1,14 +1,15 @@
 /** The one definition of "failed", "pending" and "converged" that the CLI, daemon, status and metrics read. */
 import { describe, expect, it } from "vitest";
 import {
-	type CycleReport,
 	certificateConvergence,
 	certificateOnEndpoint,
-	cycleOutcome,
+	endpointState,
+} from "../../src/reconcile/convergence.js";
+import { cycleOutcome, outcomeLine } from "../../src/reconcile/outcome.js";
+import {
+	type CycleReport,
 	type EndpointReport,
 	emptyEndpointReport,
-	endpointState,
-	outcomeLine,
 	type StepView,
 	stepCounts,
 } from "../../src/reconcile/report.js";

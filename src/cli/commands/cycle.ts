@@ -5,7 +5,7 @@ import { auditLines } from "../../daemon/summary.js";
 import { CertificateeError } from "../../errors.js";
 import { statusDocument } from "../../metrics/status-view.js";
 import { runCycle } from "../../reconcile/cycle.js";
-import { cycleOutcome } from "../../reconcile/report.js";
+import { cycleOutcome } from "../../reconcile/outcome.js";
 import type { CommandContext } from "../context.js";
 import { cycleExitCode, EXIT, ExitError } from "../exit.js";
 import { renderCluster, renderPlan, renderStatus } from "../print.js";

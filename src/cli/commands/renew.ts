@@ -159,7 +159,7 @@ async function waitClusterServed(
 ): Promise<void> {
 	const { buildEngine } = await import("../../daemon/engine.js");
 	const { runCycle } = await import("../../reconcile/cycle.js");
-	const { certificateOnEndpoint } = await import("../../reconcile/report.js");
+	const { certificateOnEndpoint } = await import("../../reconcile/convergence.js");
 	const deadline = ask.requestedAt.getTime() + ask.wait;
 	const engine = await buildEngine(config, { log: ctx.log, readOnly: true });
 	let where = "not issued yet";

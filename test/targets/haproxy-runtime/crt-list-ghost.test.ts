@@ -6,7 +6,8 @@
 import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { endpointFailures, endpointState } from "../../../src/reconcile/report.js";
+import { endpointState } from "../../../src/reconcile/convergence.js";
+import { endpointFailures } from "../../../src/reconcile/failures.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import { assertConfigValid } from "../../harness/invariant.js";
 import { syncOnce as cycle, rig } from "../../harness/targets.js";

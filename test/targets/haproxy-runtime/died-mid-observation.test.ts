@@ -11,8 +11,9 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { endpointState } from "../../../src/reconcile/convergence.js";
 import type { EndpointDriver } from "../../../src/reconcile/model.js";
-import { type EndpointReport, endpointState } from "../../../src/reconcile/report.js";
+import type { EndpointReport } from "../../../src/reconcile/report.js";
 import { createFleetRunner } from "../../../src/targets/haproxy/engine/fleet.js";
 import {
 	createRuntimeEndpoint,

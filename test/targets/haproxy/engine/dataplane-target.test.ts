@@ -12,14 +12,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../../../src/certificates/index.js";
 import { cycleExitCode } from "../../../../src/cli/exit.js";
 import { statusSummary } from "../../../../src/metrics/status-view.js";
-import {
-	type CycleReport,
-	certificateOnEndpoint,
-	cycleOutcome,
-	type EndpointReport,
-	endpointState,
-	type TargetReport,
-} from "../../../../src/reconcile/report.js";
+import { certificateOnEndpoint, endpointState } from "../../../../src/reconcile/convergence.js";
+import { cycleOutcome } from "../../../../src/reconcile/outcome.js";
+import type { CycleReport, EndpointReport, TargetReport } from "../../../../src/reconcile/report.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../../harness/certs.js";
 import type { DpapiDouble } from "../../../harness/dpapi-double/index.js";
 import type { HaproxyOptions } from "../../../harness/haproxy.js";

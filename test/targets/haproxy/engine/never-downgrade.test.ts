@@ -6,7 +6,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial as normal } from "../../../../src/certificates/names.js";
-import { endpointFailures } from "../../../../src/reconcile/report.js";
+import { endpointFailures } from "../../../../src/reconcile/failures.js";
 import type { TargetDeps } from "../../../../src/targets/types.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../../harness/certs.js";
 import { rig, servedSerial, syncOnce, okWrites as writes } from "../../../harness/targets.js";
