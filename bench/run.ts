@@ -15,6 +15,7 @@ import { acme } from "./scenarios/acme.js";
 import { atomicdir } from "./scenarios/atomicdir.js";
 import { cluster } from "./scenarios/cluster.js";
 import { fleet } from "./scenarios/fleet.js";
+import { socketFleet } from "./scenarios/fleet-socket.js";
 import { hotswap } from "./scenarios/hotswap.js";
 import { observe } from "./scenarios/observe.js";
 import { served } from "./scenarios/served.js";
@@ -26,6 +27,7 @@ const SCENARIOS = [
 	"hotswap",
 	"observe",
 	"fleet",
+	"fleet-socket",
 	"acme",
 	"atomicdir",
 	"cluster",
@@ -42,6 +44,9 @@ const { values, positionals } = parseArgs({
 		"fleet-endpoints": { type: "string" },
 		"fleet-certs": { type: "string" },
 		"fleet-cycles": { type: "string" },
+		"socket-nodes": { type: "string" },
+		"socket-certs": { type: "string" },
+		"socket-cycles": { type: "string" },
 		standins: { type: "string" },
 		"cpu-prof": { type: "string" },
 		"acme-certs": { type: "string" },
@@ -93,6 +98,14 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 			cycles: num(values["fleet-cycles"], full ? 6 : 20),
 			standins: num(values.standins, 2),
 			...(values["cpu-prof"] ? { cpuProfDir: values["cpu-prof"] } : {}),
+		}),
+	"fleet-socket": () =>
+		socketFleet({
+			nodes: num(values["socket-nodes"], full ? 50 : 10),
+			certs: num(values["socket-certs"], full ? 1000 : 500),
+			noopCycles: 5,
+			heapCycles: num(values["socket-cycles"], 20),
+			...(values["cpu-prof"] ? { cpuProfDir: resolve(values["cpu-prof"]) } : {}),
 		}),
 	acme: () =>
 		acme({
