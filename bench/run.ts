@@ -47,6 +47,7 @@ const { values, positionals } = parseArgs({
 		"socket-nodes": { type: "string" },
 		"socket-certs": { type: "string" },
 		"socket-cycles": { type: "string" },
+		"heap-snapshot": { type: "string" },
 		standins: { type: "string" },
 		"cpu-prof": { type: "string" },
 		"acme-certs": { type: "string" },
@@ -105,6 +106,7 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 			certs: num(values["socket-certs"], full ? 1000 : 500),
 			noopCycles: 5,
 			heapCycles: num(values["socket-cycles"], 20),
+			...(values["heap-snapshot"] ? { heapSnapshotDir: resolve(values["heap-snapshot"]) } : {}),
 			...(values["cpu-prof"] ? { cpuProfDir: resolve(values["cpu-prof"]) } : {}),
 		}),
 	acme: () =>
@@ -138,7 +140,9 @@ for (const s of chosen) {
 		printResult(result);
 		// Default-size runs are <date>-<scenario>; any other size gets "-full" or "-custom" so it never overwrites them.
 		const sized = Object.keys(values).some(
-			(k) => !["full", "help", "cpu-prof"].includes(k) && values[k as keyof typeof values] !== undefined,
+			(k) =>
+				!["full", "help", "cpu-prof", "heap-snapshot"].includes(k) &&
+				values[k as keyof typeof values] !== undefined,
 		);
 		const suffix = values.full ? "-full" : sized ? "-custom" : "";
 		const files = writeResult(resultsDir, { ...result, scenario: `${result.scenario}${suffix}` }, command);

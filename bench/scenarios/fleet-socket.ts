@@ -26,6 +26,7 @@ import { issueTestLeaf } from "../../test/harness/certs.js";
 import { ensureBuilt, type LogLine, spawnCertificatee } from "../../test/harness/cli.js";
 import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
 import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
+import { heapMarkdown, summariseHeap } from "../lib/heapsnapshot.js";
 import { benchCa, cachedCerts, crtDirFiles } from "../lib/pool.js";
 import { cpuSeconds, familyRssMiB, median, seconds } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
@@ -39,6 +40,8 @@ export interface SocketFleetOptions {
 	heapCycles: number;
 	/** Profile the daemon (node --cpu-prof) into this directory and summarise it there. */
 	cpuProfDir?: string;
+	/** Heap snapshots of the daemon after the first and the last heap cycle, summed up there (heap-summary.md). */
+	heapSnapshotDir?: string;
 }
 
 /** Issue 24, goal 2. */
@@ -176,6 +179,7 @@ interface MemoryLine {
 	collected: boolean;
 	before: NodeJS.MemoryUsage;
 	after: NodeJS.MemoryUsage;
+	snapshot?: string;
 }
 
 export async function socketFleet(o: SocketFleetOptions): Promise<ScenarioResult> {
@@ -219,6 +223,7 @@ export async function socketFleet(o: SocketFleetOptions): Promise<ScenarioResult
 		);
 		const memoryFile = join(scratch, "memory.jsonl");
 		if (o.cpuProfDir) await mkdir(o.cpuProfDir, { recursive: true });
+		if (o.heapSnapshotDir) await mkdir(o.heapSnapshotDir, { recursive: true });
 		const d = spawnCertificatee(["run", "--config", config], {
 			nodeArgs: [
 				"--expose-gc",
@@ -226,7 +231,15 @@ export async function socketFleet(o: SocketFleetOptions): Promise<ScenarioResult
 				memoryProbe,
 				...(o.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${o.cpuProfDir}`] : []),
 			],
-			env: { CERTIFICATEE_BENCH_MEMORY: memoryFile },
+			env: {
+				CERTIFICATEE_BENCH_MEMORY: memoryFile,
+				...(o.heapSnapshotDir
+					? {
+							CERTIFICATEE_BENCH_HEAPSNAPSHOT: o.heapSnapshotDir,
+							CERTIFICATEE_BENCH_HEAPSNAPSHOT_AT: `1,${o.heapCycles}`,
+						}
+					: {}),
+			},
 		});
 		const pid = d.child.pid!;
 		let seen = 0;
@@ -326,6 +339,23 @@ export async function socketFleet(o: SocketFleetOptions): Promise<ScenarioResult
 						30,
 					),
 				);
+			}
+
+			if (o.heapSnapshotDir) {
+				const summary = join(o.heapSnapshotDir, "heap-summary.md");
+				const snaps = (await memoryLines()).flatMap((m) => (m.snapshot ? [m.snapshot] : []));
+				await writeFile(
+					summary,
+					snaps
+						.map((f, i) =>
+							heapMarkdown(
+								summariseHeap(f),
+								`certificatee run, fleet-socket ${o.nodes} × ${o.certs}: heap after heap cycle ${i === 0 ? 1 : o.heapCycles} (after a full collection)`,
+							),
+						)
+						.join("\n"),
+				);
+				notes.push(`Heap snapshots summed up in ${summary}.`);
 			}
 
 			// The baseline, with the daemon gone: another renewal of the same name, pushed by hand.
