@@ -178,7 +178,10 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 		const haproxyCpu0 = cpuOf(workers);
 		const prof = o.cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", o.cpuProfDir] : [];
 		const bundled = await bundleScript(childScript, scratch, "fleet-child");
-		const child = spawn(process.execPath, ["--expose-gc", ...prof, bundled, jobFile], {
+		// FLEET_NODE_FLAGS: V8 flags for certificatee's process, to measure their effect (none by default).
+		const flags = (process.env.FLEET_NODE_FLAGS ?? "").split(/\s+/).filter((f) => f !== "");
+		if (flags.length > 0) notes.push(`certificatee's process ran with ${flags.join(" ")}.`);
+		const child = spawn(process.execPath, ["--expose-gc", ...flags, ...prof, bundled, jobFile], {
 			stdio: ["pipe", "pipe", "inherit"],
 		});
 		const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));

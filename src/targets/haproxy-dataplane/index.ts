@@ -11,7 +11,7 @@ import type { EndpointDriver, EndpointObservation } from "../../reconcile/model.
 import { workerFromInfo } from "../haproxy/engine/writers.js";
 import { applyAction } from "./apply.js";
 import { type ClientDeps, createDataplaneClient, type DataplaneClientHandle } from "./client.js";
-import { fullBecause, noteWrite, type ObservationMemory, reusable, untouched } from "./memory.js";
+import { fullBecause, intern, noteWrite, type ObservationMemory, reusable, untouched } from "./memory.js";
 import { observeEndpoint } from "./observe.js";
 import type { DataplaneEndpointConfig } from "./schema.js";
 
@@ -97,8 +97,8 @@ export function createDataplaneEndpoint(
 					: {
 							worker: identity,
 							uptimeSec,
-							storage: new Map(fetched.storage.map((f) => [f.storageName, f])),
-							runtime: new Map(fetched.runtime.map((r) => [r.name, r])),
+							storage: new Map(fetched.storage.map((f) => intern(f)).map((f) => [f.storageName, f])),
+							runtime: new Map(fetched.runtime.map((r) => intern(r)).map((r) => [r.name, r])),
 							crtLists: fetched.crtLists,
 							sinceFull: full === undefined ? (memory?.sinceFull ?? 0) + 1 : 0,
 						};

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { HaproxyAction } from "../../../src/reconcile/model.js";
 import {
 	fullBecause,
+	intern,
 	type Listing,
 	noteWrite,
 	type ObservationMemory,
@@ -94,5 +95,21 @@ describe("fullBecause", () => {
 				/certificatee added or removed/,
 			);
 		}
+	});
+});
+
+describe("intern", () => {
+	it("holds one copy of an item many endpoints list alike, and tells different ones apart", () => {
+		const a = intern({ storageName: "x.pem", file: "/ssl/x.pem", meta: { serial: "0A", names: ["x.test"] } });
+		const b = intern({ storageName: "x.pem", file: "/ssl/x.pem", meta: { serial: "0A", names: ["x.test"] } });
+		const c = intern({ storageName: "x.pem", file: "/ssl/x.pem", meta: { serial: "0B", names: ["x.test"] } });
+		const d = intern({
+			storageName: "x.pem",
+			file: "/other/x.pem",
+			meta: { serial: "0A", names: ["x.test"] },
+		});
+		expect(b).toBe(a);
+		expect(c).not.toBe(a);
+		expect(d).not.toBe(a);
 	});
 });
