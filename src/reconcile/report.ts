@@ -51,6 +51,8 @@ export interface StepView {
 	result?: "ok" | "failed" | "skipped";
 	error?: ErrorView;
 	note?: string;
+	/** Refused by the configuration (why): not failed, the ref is kept and synced from the next cycle. */
+	pinned?: string;
 	reloadCaused?: { reloadId?: string; reason: string };
 	/** Written to disk; only a reload makes it live. */
 	reloadNeeded?: ReloadReason;

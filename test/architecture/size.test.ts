@@ -10,7 +10,7 @@ const FUNCTION_LIMIT = 60;
  * take it off; an entry within the limit fails the test, so the list stays true.
  */
 const FILES_OVER: Record<string, number> = {
-	"src/targets/haproxy/engine/endpoint.ts": 683,
+	"src/targets/haproxy/engine/endpoint.ts": 677,
 	"src/renewal/manager.ts": 474,
 	"src/targets/haproxy-dataplane/observe.ts": 439,
 	"src/targets/haproxy/engine/classify.ts": 420,

@@ -35,6 +35,8 @@ export type ObservedSet =
 			ok: true;
 			/** What differs on disk, e.g. "tls.key: content differs"; empty when the set is in sync. */
 			differences: string[];
+			/** False when the set has no files yet (a directory layout whose directory is absent): it is missing. */
+			exists: boolean;
 			/** on_change has not succeeded since the files last changed: it is run again. */
 			hookPending: boolean;
 			/** What the set's certificate file holds now, when it differs and can be read (never downgrade). */
@@ -98,11 +100,13 @@ async function observeSet(
 ): Promise<ObservedSet> {
 	const base = { certificate: set.certificate, path: set.path };
 	try {
-		const differences =
-			set.kind === "file" ? diffFile(set.path, set.file, owner) : await diffSet(config, set, owner);
+		const { differences, exists } =
+			set.kind === "file"
+				? { differences: diffFile(set.path, set.file, owner), exists: true }
+				: await diffSet(config, set, owner);
 		const hookPending = config.on_change !== undefined && (await pending.has(set.certificate));
 		const live = differences.length > 0 ? await liveCertificate(set) : undefined;
-		return { ...base, ok: true, differences, hookPending, ...(live ? { live } : {}) };
+		return { ...base, ok: true, differences, exists, hookPending, ...(live ? { live } : {}) };
 	} catch (e) {
 		return { ...base, ok: false, error: asError(e, set.path) };
 	}
@@ -120,8 +124,7 @@ async function diffSet(config: DirectoryTargetConfig, set: FileSet & { kind: "di
 		config.swap === "symlink" || (config.swap === "exchange-or-symlink" && isSymlinkLayout(set.path))
 			? "symlink"
 			: "exchange";
-	const diff = await diffDirectory(set.path, set.files, { swap, dirMode: config.dir_mode, owner });
-	return diff.differences;
+	return diffDirectory(set.path, set.files, { swap, dirMode: config.dir_mode, owner });
 }
 
 /** Publishes the set; failures after publishing (cleanup, parent fsync) are a note: the new files are live. */

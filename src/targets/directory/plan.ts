@@ -14,7 +14,6 @@ type Observed = Extract<ObservedSet, { ok: true }>;
 
 export type SetVerdict = Extract<Verdict, { class: "in-sync" | "stale" | "missing" | "refused" }>;
 
-/** "target does not exist" is what atomicdir says of a set with no files yet. */
 export function classifySet(
 	set: Observed,
 	desired: DesiredCertificate | undefined,
@@ -22,7 +21,7 @@ export function classifySet(
 ): SetVerdict {
 	const base = { ref: set.path, certificate: set.certificate };
 	if (set.differences.length === 0) return { class: "in-sync", ...base };
-	if (set.differences.includes("target does not exist")) return { class: "missing", ...base };
+	if (!set.exists) return { class: "missing", ...base };
 	const downgrade =
 		neverDowngrade && desired !== undefined && desired.replacement === undefined
 			? downgradeRefusal([set.live], desired.bundle.leaf)

@@ -280,11 +280,9 @@ async function applySteps(
 			const go = !job.signal.aborted || completesPair(step.action, stored);
 			if (!failedRefs.has(step.action.ref) && pinned === undefined && go) return true;
 			view.result = "skipped";
-			view.note = job.signal.aborted
-				? "stopping"
-				: pinned !== undefined
-					? `pinned: ${pinned}`
-					: "an earlier write for this ref failed";
+			if (job.signal.aborted) view.note = "stopping";
+			else if (pinned !== undefined) Object.assign(view, { pinned, note: `pinned: ${pinned}` });
+			else view.note = "an earlier write for this ref failed";
 			return false;
 		});
 		if (runnable.length === 0) continue;
@@ -335,6 +333,7 @@ function recordResult(
 	if (refusal !== undefined) {
 		// Refused by the configuration, not failed: reported as pinned, kept and synced from the next cycle.
 		view.result = "skipped";
+		view.pinned = refusal;
 		view.note = `pinned: ${refusal}`;
 		pinnedRefs.set(action.ref, refusal);
 	} else if (r.error) {
@@ -665,18 +664,13 @@ async function reloadIfAllowed(
 	if (result !== "ok") {
 		next.breaker = { openedAt: at.toISOString(), code: "RELOAD_FAILED", message: `${why}: ${message}` };
 	}
-	const servedRefs = new Set(result === "ok" ? needs.map((n) => n.ref) : []);
+	const servedNotes = new Set(result === "ok" ? needs.flatMap((n) => n.note ?? []) : []);
 	return {
 		state,
 		view: next,
 		notes: (notes) => [
 			// A new file the reload made live is no longer waiting for one.
-			...notes.filter(
-				(n) =>
-					![...servedRefs].some((ref) =>
-						n.startsWith(`${ref}: written to storage; HAProxy will serve it after its next reload`),
-					),
-			),
+			...notes.filter((n) => !servedNotes.has(n)),
 			...extraNotes,
 		],
 	};

@@ -215,10 +215,9 @@ function planRuntimeAdd(plan: Planning, ref: string, certificate: string, bundle
 	const { input, notes } = plan;
 	const crtList = input.newCertificateCrtList;
 	if (crtList === undefined) {
-		notes.push(
-			`${ref}: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)`,
-		);
-		plan.reloadNeeds.push({ ref, certificate, reason: "new-certificate" });
+		const note = `${ref}: written to storage; HAProxy will serve it after its next reload (configure crt_list to make new certificates live without one)`;
+		notes.push(note);
+		plan.reloadNeeds.push({ ref, certificate, reason: "new-certificate", note });
 		return;
 	}
 	const runtimeName = runtimeNameOf(input, ref);

@@ -14,6 +14,8 @@ export interface ReloadNeed {
 	ref: string;
 	certificate?: string;
 	reason: ReloadReason;
+	/** The plan's note that the ref waits for a reload: dropped from the report once a reload made it live. */
+	note?: string;
 }
 
 export const BUDGET_WINDOW_MS = 3_600_000;

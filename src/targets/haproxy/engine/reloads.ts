@@ -20,7 +20,7 @@ export function settleOnWorker(
 ): void {
 	const refs = new Map(observation.refs.map((r) => [r.ref, r]));
 	for (const { action, view } of written) {
-		if (view.result === undefined || view.note?.startsWith("pinned")) continue;
+		if (view.result === undefined || view.pinned !== undefined) continue;
 		const held = holds(refs.get(action.ref), action);
 		if (held && view.result !== "ok") {
 			view.result = "ok";
@@ -110,6 +110,6 @@ export function redoView(
 		return fresh;
 	}
 	earlier.action = action;
-	for (const key of ["result", "error", "note", "reloadCaused"] as const) delete earlier.view[key];
+	for (const key of ["result", "error", "note", "pinned", "reloadCaused"] as const) delete earlier.view[key];
 	return Object.assign(earlier.view, fresh);
 }

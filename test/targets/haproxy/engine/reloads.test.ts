@@ -62,7 +62,7 @@ describe("settling steps on the serving worker after a reload", () => {
 	});
 
 	it("a pinned step and a step never applied are left as they are", () => {
-		const pinned = applied(set(), "skipped", { note: "pinned: a crt line" });
+		const pinned = applied(set(), "skipped", { note: "pinned: a crt line", pinned: "a crt line" });
 		const planned = { action: set(), view: viewAction(set(), "stale") };
 		settleOnWorker([pinned, planned], { refs: [ref("a.pem", { runtime: metaOf(d) })] }, "reloaded");
 		expect(pinned.view.result).toBe("skipped");
