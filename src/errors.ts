@@ -62,6 +62,11 @@ export const ERROR_CODES = [
 	"PLACEMENT_UNKNOWN",
 	/** haproxy_config (runtime target) cannot be read, or a line certificatee reads does not parse. */
 	"HAPROXY_CONFIG_INVALID",
+	/**
+	 * haproxy_config and what the running HAProxy holds disagree about a certificate (its files, its crt-store,
+	 * its load line), or haproxy_config and the target's crt_stores do: that ref is never written.
+	 */
+	"HAPROXY_CONFIG_MISMATCH",
 	"NEW_CERTIFICATE_NEEDS_CONFIG",
 	"CRT_LIST_LINE_UNRESOLVED",
 	"REF_UNADDRESSABLE",

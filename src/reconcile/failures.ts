@@ -55,7 +55,11 @@ const REFUSAL_HINT: Record<RefusalCode, (certificate: string) => string> = {
 	MANAGED_BY_HAPROXY_ACME: () =>
 		"one ACME client per certificate: drop it from certificatee's configuration, or the acme keyword from HAProxy's load line (docs/layouts.md)",
 	PLACEMENT_UNKNOWN: () =>
-		"tell certificatee where HAProxy loads it from (crt_stores.<store>.crt_base / key_base; docs/haproxy-runtime-target.md)",
+		"tell certificatee where HAProxy loads it from (haproxy_config, or crt_stores.<store>.crt_base / key_base; docs/haproxy-runtime-target.md)",
+	HAPROXY_CONFIG_INVALID: () =>
+		"fix haproxy_config (the file HAProxy runs, readable by certificatee; haproxy -c -f <file> must accept it) or remove it from the target",
+	HAPROXY_CONFIG_MISMATCH: () =>
+		"reload HAProxy (its configuration changed since the last reload) or point haproxy_config at the file HAProxy runs",
 };
 
 type Shadowed = Extract<Verdict, { class: "shadowed" }>;
@@ -118,7 +122,7 @@ const refusedUpdates: EndpointRule = (e, { at, base }) =>
 						certificate: v.certificate,
 						code: v.code,
 						message: `${v.ref}: ${v.why}`,
-						hint: REFUSAL_HINT[v.code](v.certificate),
+						hint: v.hint ?? REFUSAL_HINT[v.code](v.certificate),
 						reason: `refused: ${v.why}`,
 					},
 				],

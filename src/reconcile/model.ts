@@ -128,6 +128,11 @@ export interface Placement {
 	acme?: string;
 	/** Why certificatee cannot write it in place (its files are unknown): it is observed, never written. */
 	unknown?: string;
+	/**
+	 * With `unknown`, when the cause is the configuration HAProxy runs (runtime target's haproxy_config): the
+	 * refusal's code and what to do, naming the file and line. Without it the refusal is PLACEMENT_UNKNOWN.
+	 */
+	unknownAs?: { code: "HAPROXY_CONFIG_INVALID" | "HAPROXY_CONFIG_MISMATCH"; hint: string };
 }
 
 /**

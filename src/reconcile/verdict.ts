@@ -9,7 +9,15 @@ export type Verdict =
 	| { class: "in-sync"; ref: string; certificate: string }
 	| { class: "stale"; ref: string; certificate: string; sides: Side[]; missingSides: Side[] }
 	| { class: "missing"; ref: string; certificate: string }
-	| { class: "refused"; ref: string; certificate: string; code: RefusalCode; why: string }
+	| {
+			class: "refused";
+			ref: string;
+			certificate: string;
+			code: RefusalCode;
+			why: string;
+			/** What to do, when it depends on the ref (a file and line to fix): else the code's own hint. */
+			hint?: string;
+	  }
 	| {
 			class: "legacy-duplicate";
 			ref: string;
@@ -78,7 +86,11 @@ export type RefusalCode =
 	/** HAProxy's own ACME client manages the certificate HAProxy serves for these names (3.2+). */
 	| "MANAGED_BY_HAPROXY_ACME"
 	/** HAProxy loads it from files certificatee cannot tell (a crt-store base runtime does not print). */
-	| "PLACEMENT_UNKNOWN";
+	| "PLACEMENT_UNKNOWN"
+	/** The configuration HAProxy runs (haproxy_config) cannot be read or parsed: refs that depend on it. */
+	| "HAPROXY_CONFIG_INVALID"
+	/** haproxy_config disagrees with what the running HAProxy holds (or with crt_stores). */
+	| "HAPROXY_CONFIG_MISMATCH";
 
 /** Lines an operator has to remove from a crt-list file the target cannot edit itself. */
 export interface PendingCrtListChange {

@@ -6,15 +6,31 @@
  */
 import { dirname } from "node:path";
 import { keyTypeOf } from "../../certificates/index.js";
+import { isCertificateeError } from "../../errors.js";
 import type { EndpointObservation, ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
 import { endpointError, type RuntimeContext, untouched } from "./context.js";
 import { describeCrtList } from "./crt-list-files.js";
 import { readHaproxyCfg } from "./haproxy-config.js";
 import { finishPairWrites } from "./pair.js";
 import type { CertDetail, CertList, CrtListEntry } from "./parse.js";
-import { placeRefs } from "./placement.js";
+import { type PlaceInput, placeRefs } from "./placement.js";
 import type { WorkerIdentity } from "./session.js";
 import { type CrtDirLayout, readCrtDir, removeLeftovers } from "./storage.js";
+
+/**
+ * haproxy_config as read, or why it cannot be: only the refs that depend on it are refused then (placement.ts),
+ * the endpoint's others are observed and written as ever.
+ */
+async function configHaproxyRuns(ctx: RuntimeContext): Promise<Pick<PlaceInput, "cfg" | "cfgError">> {
+	const paths = ctx.config.haproxy_config;
+	if (paths === undefined) return {};
+	try {
+		return { cfg: await readHaproxyCfg(paths, ctx.cfgCache, ctx.config.name) };
+	} catch (e) {
+		if (isCertificateeError(e, "HAPROXY_CONFIG_INVALID")) return { cfgError: e };
+		throw e;
+	}
+}
 
 /** What HAProxy and crt_dir hold, as read. */
 interface Held {
@@ -44,10 +60,8 @@ export async function observeRuntime(ctx: RuntimeContext, signal: AbortSignal): 
 		const held = await readHeld(ctx);
 		signal.throwIfAborted();
 		const refs = collectRefs(held, `${ctx.dirName}/`, ctx.runtimeName, ctx.config.crt_dir);
-		const paths = ctx.config.haproxy_config;
-		const cfg = paths ? await readHaproxyCfg(paths, ctx.cfgCache, ctx.config.name) : undefined;
 		await placeRefs(refs, {
-			...(cfg ? { cfg } : {}),
+			...(await configHaproxyRuns(ctx)),
 			config: ctx.config,
 			dirName: ctx.dirName,
 			details: new Map([...held.inDir, ...held.outside]),

@@ -8,14 +8,22 @@
  */
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join, normalize } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { leafMeta } from "../../reconcile/leaf-meta.js";
 import type { ExtraFile, ObservedRef, Placement, PlacementVia, RefMeta } from "../../reconcile/model.js";
-import { type HaproxyCfg, resolveAgainst, where } from "./haproxy-config.js";
+import { where } from "./haproxy-config.js";
 import { keyMatchesPem } from "./keys.js";
 import type { CertDetail } from "./parse.js";
-import type { RuntimeTargetConfig } from "./schema.js";
 import { type CrtDirLayout, holdsKey } from "./storage.js";
+import {
+	cfgInvalid,
+	mismatch,
+	RELOAD_OR_FIX,
+	resolve,
+	type StoreInput,
+	storeFiles,
+	type Unknown,
+} from "./store-files.js";
 
 /** Parsed files outside crt_dir and key checks, reused while the files are unchanged (by path). */
 export type PlacementCache = Map<
@@ -23,8 +31,7 @@ export type PlacementCache = Map<
 	{ stamp: string; meta?: RefMeta; keyInside?: boolean; matches?: boolean }
 >;
 
-export interface PlaceInput {
-	config: Pick<RuntimeTargetConfig, "crt_dir" | "crt_stores">;
+export interface PlaceInput extends StoreInput {
 	/** crt_dir as HAProxy names it. */
 	dirName: string;
 	details: ReadonlyMap<string, CertDetail | undefined>;
@@ -32,8 +39,6 @@ export interface PlaceInput {
 	/** `acme status`: certificate name -> acme section. */
 	acme: ReadonlyMap<string, string>;
 	cache: PlacementCache;
-	/** What haproxy_config says (haproxy-config.ts), when the target names it. */
-	cfg?: HaproxyCfg;
 }
 
 const EXTRAS: readonly ExtraFile[] = ["key", "ocsp", "issuer", "sctl"];
@@ -56,108 +61,6 @@ function viaOf(r: ObservedRef, name: string, dirName: string): PlacementVia {
  */
 export function extrasStem(certFile: string, delExt: boolean): string {
 	return delExt && certFile.endsWith(".crt") ? certFile.slice(0, -".crt".length) : certFile;
-}
-
-/** A file name as HAProxy spells it, made absolute: as is, or against a crt-store's configured base. */
-function resolve(
-	spelled: string,
-	store: string | undefined,
-	base: "crt_base" | "key_base",
-	config: PlaceInput["config"],
-): string | { unknown: string } {
-	if (isAbsolute(spelled)) return spelled;
-	const dir = store === undefined ? undefined : config.crt_stores?.[store]?.[base];
-	if (dir !== undefined) return join(dir, spelled);
-	return {
-		unknown:
-			store === undefined
-				? `HAProxy loads it from "${spelled}", relative to a directory the runtime API does not print; certificatee never writes it`
-				: `HAProxy loads it from crt-store ${store}'s "${spelled}", relative to the store's ${base.replace("_", "-")}, which the runtime API does not print: set haproxy_config (or crt_stores.${store}.${base}) in the target to renew it in place`,
-	};
-}
-
-type Resolved = string | { unknown: string };
-
-/**
- * The certificate file and the key argument's file (absolute; undefined: no `key`, the key is in the crt
- * file) of crt-store load `name`, from haproxy_config and/or the runtime's Crt/Key filename (3.2+) and the
- * target's crt_stores. Where two of them speak they must agree, or the load is unknown, naming the line.
- */
-function storeFiles(
-	name: string,
-	store: string,
-	detail: CertDetail | undefined,
-	input: PlaceInput,
-): { cert: string; key?: string } | { unknown: string } {
-	const { cfg } = input;
-	const fromRuntime = detail?.crtFilename !== undefined;
-	if (cfg === undefined) {
-		if (!fromRuntime) {
-			return {
-				unknown: `HAProxy before 3.2 does not print the files of crt-store load ${name}: set haproxy_config in the target (the haproxy.cfg HAProxy runs) to renew it in place; until then certificatee never writes it`,
-			};
-		}
-		const cert = resolve(detail.crtFilename as string, store, "crt_base", input.config);
-		if (typeof cert !== "string") return cert;
-		if (detail.keyFilename === undefined || detail.keyFilename === detail.crtFilename) return { cert };
-		const key = resolve(detail.keyFilename, store, "key_base", input.config);
-		return typeof key === "string" ? { cert, key } : key;
-	}
-	const load = cfg.loads.get(name);
-	if (load === undefined) {
-		return {
-			unknown: `HAProxy holds crt-store load ${name}, which no load line of ${cfg.files.join(", ")} declares (changed since HAProxy's last reload?): certificatee never writes it`,
-		};
-	}
-	if (fromRuntime) {
-		const said = {
-			crt: detail.crtFilename,
-			key: detail.keyFilename === detail.crtFilename ? undefined : detail.keyFilename,
-		};
-		const spelled = { crt: load.crt.value, key: load.key?.value };
-		for (const part of ["crt", "key"] as const) {
-			if (said[part] === spelled[part]) continue;
-			return {
-				unknown: `${where(load.at)} loads ${name} with ${part} ${spelled[part] === undefined ? "(none)" : `"${spelled[part]}"`}, but HAProxy's running worker loaded it with ${part} ${said[part] === undefined ? "(none)" : `"${said[part]}"`}: haproxy.cfg changed since the last reload, or is not the file HAProxy runs; reload HAProxy or fix haproxy_config. Until they agree certificatee never writes it`,
-			};
-		}
-	}
-	const s = cfg.stores.get(store);
-	const cert = agreed(
-		resolveAgainst(load.crt, [s?.crtBase, cfg.crtBase], "crt-base"),
-		load.crt.value,
-		store,
-		"crt_base",
-		input,
-	);
-	if (typeof cert !== "string") return cert;
-	if (load.key === undefined) return { cert };
-	const key = agreed(
-		resolveAgainst(load.key, [s?.keyBase, cfg.keyBase], "key-base"),
-		load.key.value,
-		store,
-		"key_base",
-		input,
-	);
-	return typeof key === "string" ? { cert, key } : key;
-}
-
-/** A path from haproxy_config, checked against what the target's crt_stores key would make of it. */
-function agreed(
-	fromCfg: Resolved,
-	spelled: string,
-	store: string,
-	base: "crt_base" | "key_base",
-	input: PlaceInput,
-): Resolved {
-	const dir = input.config.crt_stores?.[store]?.[base];
-	if (dir === undefined || isAbsolute(spelled)) return fromCfg;
-	const fromKey = normalize(join(dir, spelled));
-	if (typeof fromCfg !== "string") return fromCfg;
-	if (fromCfg === fromKey) return fromCfg;
-	return {
-		unknown: `crt_stores.${store || '""'}.${base} (${dir}) makes "${spelled}" ${fromKey}, haproxy_config makes it ${fromCfg}: they disagree; drop crt_stores.${store || '""'}.${base} (haproxy_config says it) or make them agree. Until then certificatee never writes it`,
-	};
 }
 
 async function readCached(
@@ -206,25 +109,37 @@ function existingExtras(certFile: string, input: PlaceInput, delExt = false): Pl
 }
 
 /**
- * Whether HAProxy strips `.crt` before adding an extra file's extension, for this certificate file: what
- * haproxy_config says; else what 3.2+ printed as its key file; else, for a file HAProxy loaded that holds no
- * key, the one companion that exists (HAProxy found its key in one of them); "ambiguous" when both do.
+ * Whether HAProxy strips `.crt` before adding an extra file's extension (`ssl-load-extra-del-ext`), for this
+ * certificate file: what haproxy_config says, which must agree with the key file 3.2+ printed when it
+ * printed one; else that printed key file; else no for a file holding its key (the runtime cannot tell,
+ * and only its .ocsp/.issuer/.sctl are at stake). A keyless `.crt` file with only `X.key` beside it, on a
+ * version that prints no key file, is unknown: file names alone never decide.
  */
 function delExtOf(
 	cert: string,
 	keyInside: boolean,
 	keyFile: string | undefined,
 	input: PlaceInput,
-): boolean | "ambiguous" {
-	if (input.cfg !== undefined) return input.cfg.delExt !== undefined;
+): boolean | Unknown {
 	if (!cert.endsWith(".crt")) return false;
 	const stripped = `${extrasStem(cert, true)}.key`;
-	if (keyFile !== undefined) return keyFile === stripped;
+	const said = keyFile === undefined ? undefined : keyFile === stripped;
+	const { cfg } = input;
+	if (cfg !== undefined) {
+		const cfgSays = cfg.delExt !== undefined;
+		if (said === undefined || said === cfgSays) return cfgSays;
+		return mismatch(
+			`HAProxy's running worker pairs ${cert} with ${keyFile}, but haproxy_config ${cfg.delExt ? `sets ssl-load-extra-del-ext at ${where(cfg.delExt)}` : `(${cfg.files.join(", ")}) does not set ssl-load-extra-del-ext`}`,
+			`${cfg.delExt ? where(cfg.delExt) : cfg.files.join(", ")}: ${RELOAD_OR_FIX}`,
+		);
+	}
+	if (said !== undefined) return said;
 	if (keyInside) return false;
-	const plain = exists(`${cert}.key`, input);
-	const del = exists(stripped, input);
-	if (plain && del) return "ambiguous";
-	return del;
+	if (input.cfgError !== undefined) return cfgInvalid(input.cfgError, `the key file of ${cert}`);
+	if (!exists(stripped, input)) return false;
+	return {
+		unknown: `${cert} holds no private key and ${basename(stripped)} is beside it${exists(`${cert}.key`, input) ? ` (and ${basename(cert)}.key)` : ""}: HAProxy pairs them only with ssl-load-extra-del-ext, which this HAProxy's runtime API does not show; set haproxy_config in the target`,
+	};
 }
 
 /** How a ref's certificate file is loaded, as far as its key is concerned. */
@@ -246,24 +161,25 @@ function keyOf(
 	input: PlaceInput,
 ):
 	| { extras: Placement["extras"]; key?: NonNullable<Placement["key"]> }
-	| { extras: Placement["extras"]; unknown: string } {
+	| ({ extras: Placement["extras"] } & Unknown) {
 	const { via, keyInside, stored, detail } = facts;
 	let keyFile: string | undefined = stored?.key;
 	const keySpelled = stored === undefined ? detail?.keyFilename : undefined;
 	if (keySpelled !== undefined && keySpelled !== detail?.crtFilename) {
-		const companion = detail?.crtFilename !== undefined && keySpelled === `${detail.crtFilename}.key`;
-		const resolved = companion ? `${cert}.key` : resolve(keySpelled, undefined, "key_base", input.config);
-		if (typeof resolved !== "string") return { extras: {}, unknown: resolved.unknown };
+		const crt = detail?.crtFilename;
+		// X.key (ssl-load-extra-del-ext) or X.crt.key beside a crt file the runtime names as haproxy.cfg spells it.
+		const resolved =
+			crt !== undefined && keySpelled === `${crt}.key`
+				? `${cert}.key`
+				: crt?.endsWith(".crt") && keySpelled === `${extrasStem(crt, true)}.key`
+					? `${extrasStem(cert, true)}.key`
+					: resolve(keySpelled, undefined, "key_base", input.config);
+		if (typeof resolved !== "string") return { extras: {}, ...resolved };
 		if (resolved !== cert) keyFile = resolved;
 	}
 	const companionVia = via === "crt-dir" || via === "crt-list";
 	const delExt = companionVia ? delExtOf(cert, keyInside, keyFile, input) : false;
-	if (delExt === "ambiguous") {
-		return {
-			extras: {},
-			unknown: `${cert} holds no private key and both ${basename(cert)}.key and ${basename(extrasStem(cert, true))}.key are beside it: which one HAProxy pairs with it depends on ssl-load-extra-del-ext; set haproxy_config in the target`,
-		};
-	}
+	if (typeof delExt !== "boolean") return { extras: {}, ...delExt };
 	const extras = existingExtras(cert, input, delExt);
 	if (keyFile === undefined && !keyInside && stored === undefined) {
 		if (extras.key === undefined) {
@@ -277,6 +193,10 @@ function keyOf(
 	if (keyFile === undefined) return { extras };
 	const companion = companionVia && keyFile === `${extrasStem(cert, delExt)}.key`;
 	return { extras, key: { file: keyFile, by: companion ? "companion" : "argument" } };
+}
+
+function unknownOf(u: Unknown): Pick<Placement, "unknown" | "unknownAs"> {
+	return { unknown: u.unknown, ...(u.as ? { unknownAs: u.as } : {}) };
 }
 
 /** The placement of one ref, and the storage side read from its certificate file when that is not crt_dir's. */
@@ -293,7 +213,7 @@ async function placeOne(
 	const inCrtDir = r.external === undefined;
 	// A crt-store load: its files from haproxy_config and/or the runtime (3.2+), which must agree.
 	const stored = store !== undefined && !inCrtDir ? storeFiles(name, store, detail, input) : undefined;
-	if (stored !== undefined && "unknown" in stored) return { placement: { ...base, unknown: stored.unknown } };
+	if (stored !== undefined && "unknown" in stored) return { placement: { ...base, ...unknownOf(stored) } };
 	// A ref of crt_dir is its file there, however haproxy.cfg spells the directory (crt_dir_name).
 	const cert = inCrtDir
 		? join(input.config.crt_dir, r.ref)
@@ -308,7 +228,7 @@ async function placeOne(
 	const keyInside = inCrtDir ? !input.layout.keyless.has(r.ref) : read?.keyInside === true;
 	const keyed = keyOf(cert, { via, keyInside, stored, detail }, input);
 	const placement: Placement = { ...base, certFile: cert, extras: keyed.extras };
-	if ("unknown" in keyed) return { placement: { ...placement, unknown: keyed.unknown } };
+	if ("unknown" in keyed) return { placement: { ...placement, ...unknownOf(keyed) } };
 	if (keyed.key !== undefined) placement.key = keyed.key;
 	const keyFile = keyed.key?.file;
 	const extras = keyed.extras;

@@ -1,16 +1,24 @@
 /**
  * A crt-store with separate files (`load crt "a.crt" key "a.key" alias "site-a"`, bound as `crt "@web/site-a"`),
- * HAProxy 3.2 and 3.4 (issue 23). HAProxy's `key` argument overrides a key inside the crt file, so writing a
+ * HAProxy 3.0, 3.2 and 3.4 (issue 23). HAProxy's `key` argument overrides a key inside the crt file, so writing a
  * combined PEM into a.crt while a.key keeps the old key takes the name down at the next reload. certificatee
- * renews the store's own files in place, as a pair, and its runtime entry by its name `@web/site-a`.
+ * renews the store's own files in place, as a pair, and its runtime entry by its name `@web/site-a`. 3.0 prints
+ * no file of a load (`show ssl cert @web/site-a`): there the files come from haproxy_config; 3.2+ prints them
+ * relative to the store's bases, which crt_stores or haproxy_config say. Where the two sources disagree, or
+ * haproxy_config cannot be used, the load is refused naming the file and line, and never written.
  */
-import { readdir } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import type { Verdict } from "../../../src/reconcile/verdict.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
+import type { Haproxy } from "../../harness/haproxy.js";
 import { haproxyBuilds } from "../../harness/haproxy-builds.js";
-import { rig } from "../../harness/targets.js";
+import { syncOnce as cycle, rig, okWrites as writes } from "../../harness/targets.js";
+import { desiredFromLeaf } from "../../reconcile/scenario.js";
 import { renewThreeTimes } from "./layout-scenario.js";
+
+type Refused = Extract<Verdict, { class: "refused" }>;
 
 let ca: TestIssuer;
 const r = rig({ reloadSafe: true });
@@ -23,21 +31,40 @@ const STORE = `crt-store web
     key-base {dir}/D
     load crt "a.crt" key "a.key" alias "site-a"`;
 
-for (const build of haproxyBuilds(["3.2", "3.4"])) {
+/** Starts HAProxy `bin` with the store above holding a fresh a.crt + a.key. */
+async function storeHaproxy(bin: string, names: string[]): Promise<{ h: Haproxy; D: string }> {
+	const first = await issueTestLeaf(ca, { names });
+	const h = await r.haproxy({
+		bin,
+		sections: STORE,
+		bindExtra: `crt "@web/site-a"`,
+		bindCrtDir: false,
+		bindCrtList: false,
+		files: { "D/a.crt": first.certPem + first.chainPem, "D/a.key": first.keyPem },
+	});
+	return { h, D: join(h.dir, "D") };
+}
+
+/** The 1-based line of `h`'s haproxy.cfg that contains `text`. */
+async function lineOf(path: string, text: string): Promise<number> {
+	const lines = (await readFile(path, "utf8")).split("\n");
+	const i = lines.findIndex((l) => l.includes(text));
+	expect(i, `${path} has a line with ${text}`).toBeGreaterThanOrEqual(0);
+	return i + 1;
+}
+
+for (const build of haproxyBuilds(["3.0", "3.2", "3.4"])) {
+	const v30 = build.version.startsWith("3.0.");
 	describe(`HAProxy ${build.version}: a crt-store pair`, () => {
-		it(`HAProxy ${build.version}: renewed in place three times, a reload between renewals; served each time, the key matches, no file created`, async () => {
+		it(`HAProxy ${build.version}: renewed in place three times${v30 ? " with haproxy_config (3.0 prints no file of a load)" : ""}, a reload between renewals; served each time, the key matches, no file created`, async () => {
 			const names = ["a.lay.test"];
-			const first = await issueTestLeaf(ca, { names });
-			const h = await r.haproxy({
-				bin: build.bin,
-				sections: STORE,
-				bindExtra: `crt "@web/site-a"`,
-				bindCrtDir: false,
-				bindCrtList: false,
-				files: { "D/a.crt": first.certPem + first.chainPem, "D/a.key": first.keyPem },
-			});
-			const D = join(h.dir, "D");
-			const t = r.runtime(h, { crt_dir: D, crt_stores: { web: { crt_base: D, key_base: D } } });
+			const { h, D } = await storeHaproxy(build.bin, names);
+			const t = r.runtime(
+				h,
+				v30
+					? { crt_dir: D, haproxy_config: h.configPath }
+					: { crt_dir: D, crt_stores: { web: { crt_base: D, key_base: D } } },
+			);
 			const perCycle = await renewThreeTimes({
 				h,
 				t,
@@ -48,6 +75,90 @@ for (const build of haproxyBuilds(["3.2", "3.4"])) {
 			});
 			for (const w of perCycle) expect(w).toEqual(["storage-replace @web/site-a", "runtime-set @web/site-a"]);
 			expect((await readdir(D)).sort()).toEqual(["a.crt", "a.key"]);
+		});
+
+		if (v30) {
+			it(`HAProxy ${build.version}: without haproxy_config a load is PLACEMENT_UNKNOWN and never written (3.0 prints no file of it)`, async () => {
+				const names = ["a.lay.test"];
+				const { h, D } = await storeHaproxy(build.bin, names);
+				const before = await readFile(join(D, "a.crt"), "utf8");
+				const t = r.runtime(h, { crt_dir: D });
+				const e = await cycle(t, [desiredFromLeaf("a", await issueTestLeaf(ca, { names }), names)], {
+					expectOk: true,
+				});
+				expect(writes(e)).toEqual([]);
+				expect(e.verdicts).toContainEqual(
+					expect.objectContaining({ class: "refused", ref: "@web/site-a", code: "PLACEMENT_UNKNOWN" }),
+				);
+				expect(await readFile(join(D, "a.crt"), "utf8")).toBe(before);
+			});
+		}
+
+		it(`HAProxy ${build.version}: a haproxy_config that disagrees with HAProxy (a store it lacks, another key file, an unreadable file) refuses the load naming the file and line; nothing is written`, async () => {
+			const names = ["a.lay.test"];
+			const { h, D } = await storeHaproxy(build.bin, names);
+			const want = [desiredFromLeaf("a", await issueTestLeaf(ca, { names }), names)];
+			const before = {
+				crt: await readFile(join(D, "a.crt"), "utf8"),
+				key: await readFile(join(D, "a.key"), "utf8"),
+			};
+			const running = await readFile(h.configPath, "utf8");
+			const other = join(h.dir, "other.cfg");
+			const refusal = async (path: string) => {
+				const t = r.runtime(h, { crt_dir: D, haproxy_config: path });
+				const e = await cycle(t, want, { expectOk: true });
+				expect(writes(e)).toEqual([]);
+				const v = e.verdicts.find((x): x is Refused => x.class === "refused" && x.ref === "@web/site-a");
+				expect(v, JSON.stringify(e.verdicts)).toBeDefined();
+				return v as Refused;
+			};
+
+			// No crt-store "web" at all: not the configuration HAProxy runs.
+			await writeFile(other, running.replace("crt-store web", "crt-store other"));
+			let v = await refusal(other);
+			expect(v.code).toBe("HAPROXY_CONFIG_MISMATCH");
+			expect(v.why).toContain(`declares no crt-store "web"`);
+			expect(v.hint).toContain(other);
+
+			// The store, but its load names another key file (changed since the last reload).
+			await writeFile(other, running.replace(`key "a.key"`, `key "b.key"`));
+			const line = await lineOf(other, `key "b.key"`);
+			v = await refusal(other);
+			expect(v.code).toBe("HAPROXY_CONFIG_MISMATCH");
+			expect(v.hint).toContain(`${other}:${line}`);
+			expect(v.why).toContain(
+				v30
+					? `${other}:${line} loads @web/site-a with key ${join(D, "b.key")}, which is not a file`
+					: `${other}:${line} loads @web/site-a with key "b.key", but HAProxy's running worker loaded it with key "a.key"`,
+			);
+
+			// A file that cannot be read.
+			v = await refusal(join(h.dir, "missing.cfg"));
+			expect(v.code).toBe("HAPROXY_CONFIG_INVALID");
+			expect(v.why).toContain(join(h.dir, "missing.cfg"));
+
+			expect(await readFile(join(D, "a.crt"), "utf8")).toBe(before.crt);
+			expect(await readFile(join(D, "a.key"), "utf8")).toBe(before.key);
+			expect((await readdir(D)).sort()).toEqual(["a.crt", "a.key"]);
+		});
+	});
+}
+
+for (const build of haproxyBuilds(["3.4"])) {
+	describe(`HAProxy ${build.version}: a crt-store pair placed by haproxy_config and the runtime together`, () => {
+		it(`HAProxy ${build.version}: with haproxy_config alone (no crt_stores; Crt/Key filename agree with it), renewed in place three times, a reload between renewals`, async () => {
+			const names = ["a.lay.test"];
+			const { h, D } = await storeHaproxy(build.bin, names);
+			const t = r.runtime(h, { crt_dir: D, haproxy_config: h.configPath });
+			const perCycle = await renewThreeTimes({
+				h,
+				t,
+				ca,
+				name: "a",
+				names,
+				files: { cert: join(D, "a.crt"), key: join(D, "a.key"), dirs: [D] },
+			});
+			for (const w of perCycle) expect(w).toEqual(["storage-replace @web/site-a", "runtime-set @web/site-a"]);
 		});
 	});
 }

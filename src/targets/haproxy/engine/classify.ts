@@ -180,7 +180,7 @@ function placementRefusal(ref: string, certificate: string, observed: ObservedRe
 		};
 	}
 	if (p?.unknown !== undefined) {
-		return { class: "refused", ref, certificate, code: "PLACEMENT_UNKNOWN", why: p.unknown };
+		return { class: "refused", ref, certificate, code: "PLACEMENT_UNKNOWN", why: p.unknown, ...p.unknownAs };
 	}
 	return undefined;
 }
