@@ -5,14 +5,8 @@
  * status per certificate. Time and randomness are inputs; one certificate's failure never stops the others.
  */
 import pLimit from "p-limit";
-import { checkBundle, nameSet, parseBundle, sameNameSet } from "../certificates/index.js";
-import type { Bundle } from "../certificates/types.js";
 import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
-import type {
-	DesiredCertificate,
-	RenewalState as RenewalStateName,
-	SourceProblem,
-} from "../reconcile/model.js";
+import type { DesiredCertificate, SourceProblem } from "../reconcile/model.js";
 import type { Issuer, RenewalWindow } from "../sources/types.js";
 import {
 	type CertificateRecord,
@@ -23,18 +17,22 @@ import {
 	writeRenewalState,
 } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
-import { type OrderResult, order } from "./order.js";
 import {
-	backoffMs,
-	decideRenewal,
-	type RenewalDecision,
-	type RenewalPolicyConfig,
-	renewAt,
-	retryIntervalMs,
-} from "./policy.js";
+	afterFailedOrder,
+	afterIssued,
+	attemptStarted,
+	issuerIndex,
+	policyConfig,
+	policyInput,
+	recordOutcome,
+} from "./attempts.js";
+import { currentBundle, type InService, servable } from "./in-service.js";
+import { order } from "./order.js";
+import { backoffMs, decideRenewal, type RenewalDecision } from "./policy.js";
 import type { CertificateSpec, RenewalSettings } from "./schema.js";
+import { type CertificateStatus, certificateStatus, undecidedStatus } from "./status.js";
 
-const DAY = 86_400_000;
+export { type CertificateStatus, earliestRenewal, renewalState } from "./status.js";
 
 /** pino-compatible, so the daemon can pass its logger. */
 export interface RenewalLogger {
@@ -70,34 +68,6 @@ export interface RenewalRun {
 	dryRun?: boolean;
 }
 
-/** JSON-safe status of one managed certificate, for `status`, metrics and logs. */
-export interface CertificateStatus {
-	name: string;
-	issuer: string;
-	/** The configured names. */
-	domains: string[];
-	/** An order was placed in this run (successful or not). */
-	ordered: boolean;
-	/** Why it was placed, when it was. */
-	orderedBecause?: { reason: string; message: string };
-	serial?: string;
-	notAfter?: string;
-	/** The ACME profile the certificate in service was issued under, when one was ordered. */
-	profile?: string;
-	/** The longest wait between two attempts after failures, for the certificate's lifetime (policy.ts). */
-	retryIntervalMs: number;
-	/** When the policy will next order (the decision's time), ISO. */
-	nextRenewalAt: string;
-	decision: { action: RenewalDecision["action"]; reason: string; message: string };
-	failures: number;
-	breakerOpen: boolean;
-	/** issued, due, ordering, failing, backing-off or capped (see reconcile/report.ts). */
-	state: RenewalStateName;
-	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
-	/** Orders an operator forced (renew --force, revoke), ever. */
-	forcedRenewals: number;
-}
-
 export interface RenewalReport {
 	certificates: DesiredCertificate[];
 	statuses: CertificateStatus[];
@@ -109,6 +79,12 @@ interface Outcome {
 	desired?: DesiredCertificate;
 	problems: SourceProblem[];
 }
+
+/**
+ * What lets a renewal place an order: being the only process that orders (no cluster), or holding the issue
+ * lock for the certificate (a cluster). A renewal without one decides only (a plan, or the look before the lock).
+ */
+type OrderPermit = { by: "sole-process" } | { by: "issue-lock"; lock: IssueLock };
 
 export async function runRenewal(deps: RenewalDeps, run: RenewalRun): Promise<RenewalReport> {
 	const limit = pLimit(deps.settings?.concurrency ?? 4);
@@ -122,38 +98,26 @@ export async function runRenewal(deps: RenewalDeps, run: RenewalRun): Promise<Re
 
 async function renewOne(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
 	try {
-		return deps.issueLock && !run.dryRun
-			? await renewUnderLock(deps, deps.issueLock, spec, run)
-			: await renewOneUnsafe(deps, spec, run);
+		if (run.dryRun) return await renewCertificate(deps, spec, run, undefined);
+		if (!deps.issueLock) return await renewCertificate(deps, spec, run, { by: "sole-process" });
+		return await renewUnderLock(deps, deps.issueLock, spec, run);
 	} catch (e) {
-		const error = isCertificateeError(e)
-			? e
-			: new CertificateeError("INTERNAL", `renewal of "${spec.name}": ${describeError(e)}`, { cause: e });
-		// Never "now": the daemon wakes at the earliest next renewal, and an error that repeats (a corrupt state
-		// file) would make it cycle every second. A retryable error is tried again soon, anything else needs a human.
-		const retryAt = new Date(run.now.getTime() + (error.retryable ? backoffMs(1) : ERROR_RETRY_MS));
-		// Reported once, through the status (state failing, lastError), not a second time as a source problem.
-		const problems: SourceProblem[] = [];
-		const desired = await lastServable(deps, spec, run.now, problems, error);
-		return {
-			...(desired ? { desired } : {}),
-			status: {
-				name: spec.name,
-				issuer: spec.issuer,
-				domains: spec.domains,
-				ordered: false,
-				nextRenewalAt: retryAt.toISOString(),
-				retryIntervalMs: retryIntervalMs(),
-				decision: { action: "wait", reason: "Error", message: error.message },
-				failures: 0,
-				forcedRenewals: 0,
-				breakerOpen: false,
-				state: "failing",
-				lastError: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
-			},
-			problems,
-		};
+		return await undecided(deps, spec, run.now, e);
 	}
+}
+
+/** A renewal that could not be decided: failing, tried again later, its stored certificate still served. */
+async function undecided(deps: RenewalDeps, spec: CertificateSpec, now: Date, e: unknown): Promise<Outcome> {
+	const error = isCertificateeError(e)
+		? e
+		: new CertificateeError("INTERNAL", `renewal of "${spec.name}": ${describeError(e)}`, { cause: e });
+	// Never "now": the daemon wakes at the earliest next renewal, and an error that repeats (a corrupt state
+	// file) would make it cycle every second. A retryable error is tried again soon, anything else needs a human.
+	const retryAt = new Date(now.getTime() + (error.retryable ? backoffMs(1) : ERROR_RETRY_MS));
+	// Reported once, through the status (state failing, lastError), not a second time as a source problem.
+	const problems: SourceProblem[] = [];
+	const desired = await lastServable(deps, spec, now, problems, error);
+	return { ...(desired ? { desired } : {}), status: undecidedStatus(spec, error, retryAt), problems };
 }
 
 /**
@@ -166,12 +130,12 @@ async function renewUnderLock(
 	spec: CertificateSpec,
 	run: RenewalRun,
 ): Promise<Outcome> {
-	const look = await renewOneUnsafe(deps, spec, { ...run, dryRun: true });
+	const look = await renewCertificate(deps, spec, run, undefined);
 	if (look.status.decision.action !== "renew-now") return look;
 	const lock = await issueLock(spec.name);
 	if (!lock) return { ...look, status: { ...look.status, state: "ordering" } };
 	try {
-		return await renewOneUnsafe(deps, spec, run);
+		return await renewCertificate(deps, spec, run, { by: "issue-lock", lock });
 	} finally {
 		await lock.release().catch((e: unknown) => {
 			// It expires with the lease anyway; the next order only waits for that.
@@ -219,144 +183,140 @@ function issuerNamed(deps: RenewalDeps, spec: CertificateSpec, name: string): Is
 	return issuer;
 }
 
-async function renewOneUnsafe(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Outcome> {
+/** One certificate's renewal as read from the store, then as this run's orders leave it. */
+interface Renewal {
+	/** The issuer fallback list, preferred first. */
+	chain: Issuer[];
+	record: StoredRecord<CertificateRecord> | undefined;
+	state: RenewalState;
+	stateVersion: number;
+	current: InService | undefined;
+	/** The CA's suggested window for the certificate in service (ARI). */
+	window: RenewalWindow | undefined;
+	/** Who issued the certificate in service, and under which profile. */
+	issuedBy: string | undefined;
+	issuedProfile: string | undefined;
+	problems: SourceProblem[];
+}
+
+/** Decides from the stored state; orders when due and `permit` allows it, then records the attempt. */
+async function renewCertificate(
+	deps: RenewalDeps,
+	spec: CertificateSpec,
+	run: RenewalRun,
+	permit: OrderPermit | undefined,
+): Promise<Outcome> {
+	let renewal = await readRenewal(deps, spec, run);
+	const decide = (r: Renewal) =>
+		decideRenewal(policyInput(policyConfig(spec, deps.settings), r.state, r.current, r.window, run.now));
+	let decision = decide(renewal);
+	const ordered = decision.action === "renew-now" && permit !== undefined ? decision : undefined;
+	if (ordered) {
+		renewal = await orderFromChain(deps, spec, run, renewal);
+		decision = decide(renewal);
+		const state = { ...renewal.state, nextAttemptAt: decision.at.toISOString() };
+		await writeRenewalState(deps.store, spec.name, state, renewal.stateVersion);
+		renewal = { ...renewal, state };
+	}
+	return outcomeOf(spec, renewal, decision, ordered, run.now);
+}
+
+async function readRenewal(deps: RenewalDeps, spec: CertificateSpec, run: RenewalRun): Promise<Renewal> {
 	const chain = spec.issuers.map((name) => issuerNamed(deps, spec, name));
 	const record = await readCertificateRecord(deps.store, spec.name);
-	const issuedBy = chain.find((i) => i.name === record?.value.history[0]?.issuer) ?? chain[0]!;
-	let issuedByName = record?.value.history[0]?.issuer;
-	let issuedProfile = record?.value.history[0]?.profile;
+	const latest = record?.value.history[0];
+	const issuedBy = chain.find((i) => i.name === latest?.issuer) ?? chain[0]!;
 	const stateRecord = await readRenewalState(deps.store, spec.name);
-	let state: RenewalState = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
-	let stateVersion = stateRecord?.version ?? 0;
+	const state: RenewalState = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
 	const problems: SourceProblem[] = [];
-	let current = currentBundle(record, spec, problems);
-	let window = current ? await ariWindow(issuedBy, current.bundle.certPem, run.signal, deps.log) : undefined;
-	const decide = () => decideRenewal(policyInput(spec, deps, state, current, window, run.now));
-	let decision = decide();
-	let ordered: RenewalDecision | undefined;
-	let bundle = current?.bundle;
-	if (decision.action === "renew-now" && !run.dryRun) {
-		ordered = decision;
-		// Each issuer of the fallback list at most once per run; the next one only after a permanent failure or
-		// `fallback_after` transient ones in a row on the current one.
-		for (let tried = 0; tried < chain.length; tried++) {
-			const index = Math.min(state.issuerIndex ?? 0, chain.length - 1);
-			const issuer = chain[index]!;
-			// Count the order before placing it, so a crash in the middle still feeds the loop breaker.
-			state = { ...state, lastAttemptAt: run.now.toISOString(), orders: recentOrders(state, run.now, true) };
-			stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
-			const result = await order({ store: deps.store, issuer, spec, previous: record }, run);
-			state = recordOutcome(state, result, run.now, policyConfig(spec, deps));
-			if (result.ok) {
-				bundle = result.bundle;
-				current = { bundle };
-				window = undefined;
-				// The next renewal starts again from the preferred issuer.
-				state = { ...state, issuerIndex: 0, failuresOnIssuer: 0 };
-				issuedByName = issuer.name;
-				issuedProfile = result.profile;
-				deps.log?.info(
-					{ certificate: spec.name, issuer: issuer.name, serial: result.bundle.leaf.serial },
-					"certificate issued",
-				);
-				break;
-			}
-			// Logged by whoever reports the cycle, once per change (the daemon), not here on every attempt.
-			problems.push({ subject: spec.name, error: result.error, order: true });
-			const onIssuer = (state.failuresOnIssuer ?? 0) + 1;
-			const moveOn = chain.length > 1 && (!result.error.retryable || onIssuer >= spec.fallback_after);
-			state = { ...state, failuresOnIssuer: moveOn ? 0 : onIssuer };
-			if (!moveOn) break;
-			state = { ...state, issuerIndex: (index + 1) % chain.length };
-			deps.log?.warn(
-				{ certificate: spec.name, from: issuer.name, to: chain[(index + 1) % chain.length]!.name },
-				`falling back to the next issuer after ${result.error.code}`,
+	const current = currentBundle(record, spec, problems);
+	const window = current
+		? await ariWindow(issuedBy, current.bundle.certPem, run.signal, deps.log)
+		: undefined;
+	return {
+		chain,
+		record,
+		state,
+		stateVersion: stateRecord?.version ?? 0,
+		current,
+		window,
+		issuedBy: latest?.issuer,
+		issuedProfile: latest?.profile,
+		problems,
+	};
+}
+
+/**
+ * Orders from the fallback list: each issuer at most once per run, the next one only after a permanent failure
+ * or `fallback_after` transient ones in a row on the current one (attempts.ts). Stops at the first certificate.
+ */
+async function orderFromChain(
+	deps: RenewalDeps,
+	spec: CertificateSpec,
+	run: RenewalRun,
+	renewal: Renewal,
+): Promise<Renewal> {
+	const { chain } = renewal;
+	let { state, stateVersion } = renewal;
+	const problems = [...renewal.problems];
+	for (let tried = 0; tried < chain.length; tried++) {
+		const index = issuerIndex(state, chain.length);
+		const issuer = chain[index]!;
+		state = attemptStarted(state, run.now);
+		stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
+		const result = await order({ store: deps.store, issuer, spec, previous: renewal.record }, run);
+		state = recordOutcome(state, result, run.now, policyConfig(spec, deps.settings));
+		if (result.ok) {
+			deps.log?.info(
+				{ certificate: spec.name, issuer: issuer.name, serial: result.bundle.leaf.serial },
+				"certificate issued",
 			);
+			return {
+				...renewal,
+				state: afterIssued(state),
+				stateVersion,
+				current: { bundle: result.bundle },
+				window: undefined,
+				issuedBy: issuer.name,
+				issuedProfile: result.profile,
+				// The earlier issuers' failures were logged as warnings: they are no problems after a success.
+				problems: problems.filter((p) => !p.order),
+			};
 		}
-		// A success after a fallback: the earlier issuers' failures were logged as warnings, not problems.
-		if (issuedByName !== undefined && state.failures === 0) {
-			const kept = problems.filter((p) => !p.order);
-			problems.splice(0, problems.length, ...kept);
-		}
-		decision = decide();
-		state = { ...state, nextAttemptAt: decision.at.toISOString() };
-		await writeRenewalState(deps.store, spec.name, state, stateVersion);
+		// Logged by whoever reports the cycle, once per change (the daemon), not here on every attempt.
+		problems.push({ subject: spec.name, error: result.error, order: true });
+		const after = afterFailedOrder(state, result.error, index, chain.length, spec.fallback_after);
+		state = after.state;
+		if (after.next === undefined) break;
+		deps.log?.warn(
+			{ certificate: spec.name, from: issuer.name, to: chain[after.next]!.name },
+			`falling back to the next issuer after ${result.error.code}`,
+		);
 	}
-	const desired = bundle && servable(bundle, spec, run.now, problems);
+	return { ...renewal, state, stateVersion, problems };
+}
+
+function outcomeOf(
+	spec: CertificateSpec,
+	renewal: Renewal,
+	decision: RenewalDecision,
+	ordered: RenewalDecision | undefined,
+	now: Date,
+): Outcome {
+	const { state, issuedProfile } = renewal;
+	const bundle = renewal.current?.bundle;
+	const problems = [...renewal.problems];
+	const desired = bundle && servable(bundle, spec, now, problems);
 	return {
 		status: {
-			...status(spec, state, decision, ordered, bundle, run.now),
+			...certificateStatus(spec, state, decision, ordered, bundle, now),
 			// Which issuer issued the certificate in service, else the one the next order goes to.
-			issuer: issuedByName ?? spec.issuers[state.issuerIndex ?? 0] ?? spec.issuer,
+			issuer: renewal.issuedBy ?? spec.issuers[state.issuerIndex ?? 0] ?? spec.issuer,
 			...(bundle && issuedProfile !== undefined ? { profile: issuedProfile } : {}),
 		},
 		...(desired ? { desired } : {}),
 		problems,
 	};
-}
-
-function policyConfig(spec: CertificateSpec, deps: RenewalDeps): RenewalPolicyConfig {
-	return {
-		...(spec.renew_before !== undefined ? { renewBeforeMs: spec.renew_before } : {}),
-		...(spec.renew_fraction !== undefined ? { renewFraction: spec.renew_fraction } : {}),
-		maxOrdersPerDay: deps.settings?.max_orders_per_day ?? 5,
-	};
-}
-
-function policyInput(
-	spec: CertificateSpec,
-	deps: RenewalDeps,
-	state: RenewalState,
-	current: { bundle: Bundle; mismatch?: string } | undefined,
-	ari: RenewalWindow | undefined,
-	now: Date,
-) {
-	return {
-		now,
-		...(current ? { current: current.bundle.leaf } : {}),
-		...(current?.mismatch ? { mismatch: current.mismatch } : {}),
-		config: policyConfig(spec, deps),
-		jitter: state.jitter,
-		...(ari ? { ari } : {}),
-		failures: state.failures,
-		...(state.lastFailureAt ? { lastFailureAt: new Date(state.lastFailureAt) } : {}),
-		...(state.lastError?.retryable === false ? { lastFailurePermanent: true } : {}),
-		orders: state.orders.map((o) => new Date(o)),
-		...(state.forceRequestedAt ? { forced: true } : {}),
-	};
-}
-
-function recentOrders(state: RenewalState, now: Date, add: boolean): string[] {
-	const kept = state.orders.filter((o) => Date.parse(o) > now.getTime() - DAY);
-	return add ? [...kept, now.toISOString()] : kept;
-}
-
-/** The newest stored certificate, parsed; a mismatch with the config (names, key type, issuer) is noted. */
-function currentBundle(
-	record: StoredRecord<CertificateRecord> | undefined,
-	spec: CertificateSpec,
-	problems: SourceProblem[],
-): { bundle: Bundle; mismatch?: string } | undefined {
-	const latest = record?.value.history[0];
-	if (!latest) return undefined;
-	let bundle: Bundle;
-	try {
-		bundle = parseBundle(
-			{ cert: latest.certPem, chain: latest.chainPem, key: latest.keyPem },
-			{ source: `state certificates/${spec.name}` },
-		);
-	} catch (e) {
-		if (isCertificateeError(e)) problems.push({ subject: spec.name, error: e });
-		return undefined;
-	}
-	const mismatch = !sameNameSet(latest.domains, spec.domains)
-		? `names changed: ${nameSet(latest.domains).join(", ")} -> ${nameSet(spec.domains).join(", ")}`
-		: latest.keyType !== spec.key_type
-			? `key type changed: ${latest.keyType} -> ${spec.key_type}`
-			: !spec.issuers.includes(latest.issuer)
-				? `issuer changed: ${latest.issuer} -> ${spec.issuers.join(", ")}`
-				: undefined;
-	return { bundle, ...(mismatch ? { mismatch } : {}) };
 }
 
 async function ariWindow(issuer: Issuer, certPem: string, signal: AbortSignal, log?: RenewalLogger) {
@@ -368,107 +328,4 @@ async function ariWindow(issuer: Issuer, certPem: string, signal: AbortSignal, l
 		log?.warn({ issuer: issuer.name }, `renewal window unavailable: ${describeError(e)}`);
 		return undefined;
 	}
-}
-
-/** The renewal state after an order: a success resets failures and draws the next renewAt; a failure counts. */
-function recordOutcome(
-	state: RenewalState,
-	result: OrderResult,
-	now: Date,
-	config: RenewalPolicyConfig,
-): RenewalState {
-	// A forced order is one order: the request is used up whatever its outcome.
-	const { forceRequestedAt: _r, ...unforced } = state;
-	if (!result.ok) {
-		const { code, message, hint, retryable } = result.error;
-		const lastError = { code, message, ...(hint ? { hint } : {}), retryable };
-		// The daily cap counts successful orders only: failures are paced by backoff instead.
-		const orders = unforced.orders.filter((o) => o !== now.toISOString());
-		return { ...unforced, orders, failures: state.failures + 1, lastFailureAt: now.toISOString(), lastError };
-	}
-	const next = renewAt(result.bundle.leaf, result.jitter, config);
-	const { lastError: _e, lastFailureAt: _f, ...rest } = unforced;
-	return {
-		...rest,
-		jitter: result.jitter,
-		renewAt: next.at.toISOString(),
-		failures: 0,
-		lastSuccessAt: now.toISOString(),
-	};
-}
-
-/** The stored certificate is desired while it is valid at `now`, even when its names no longer match. */
-function servable(
-	bundle: Bundle,
-	spec: CertificateSpec,
-	now: Date,
-	problems: SourceProblem[],
-): DesiredCertificate | undefined {
-	const errors = checkBundle(bundle, { source: `state certificates/${spec.name}`, now });
-	if (errors.length > 0) {
-		for (const error of errors) problems.push({ subject: spec.name, error });
-		return undefined;
-	}
-	return {
-		name: spec.name,
-		names: nameSet([...bundle.leaf.dnsNames, ...bundle.leaf.ipAddresses]),
-		bundle,
-		origin: `issuer ${spec.issuer}: ${spec.name} (serial ${bundle.leaf.serial})`,
-	};
-}
-
-function status(
-	spec: CertificateSpec,
-	state: RenewalState,
-	decision: RenewalDecision,
-	ordered: RenewalDecision | undefined,
-	bundle: Bundle | undefined,
-	now: Date,
-): CertificateStatus {
-	return {
-		name: spec.name,
-		issuer: spec.issuer,
-		domains: spec.domains,
-		ordered: ordered !== undefined,
-		...(ordered ? { orderedBecause: { reason: ordered.reason, message: ordered.message } } : {}),
-		...(bundle ? { serial: bundle.leaf.serial, notAfter: bundle.leaf.notAfter.toISOString() } : {}),
-		nextRenewalAt: decision.at.toISOString(),
-		retryIntervalMs: retryIntervalMs(
-			bundle ? bundle.leaf.notAfter.getTime() - bundle.leaf.notBefore.getTime() : undefined,
-		),
-		decision: { action: decision.action, reason: decision.reason, message: decision.message },
-		failures: state.failures,
-		forcedRenewals: state.forcedRenewals ?? 0,
-		breakerOpen: decision.action === "breaker-open",
-		state: renewalState(state, decision, ordered !== undefined, now),
-		...(state.lastError ? { lastError: state.lastError } : {}),
-	};
-}
-
-/** An attempt recorded without an outcome this recently is an order another process has in flight. */
-const ORDER_IN_FLIGHT_MS = 10 * 60_000;
-
-/** The one-word state `status` shows, from the stored state and the policy's decision. Pure. */
-export function renewalState(
-	state: RenewalState,
-	decision: RenewalDecision,
-	orderedNow: boolean,
-	now: Date,
-): RenewalStateName {
-	if (decision.action === "breaker-open") return "capped";
-	const attempt = state.lastAttemptAt ? Date.parse(state.lastAttemptAt) : Number.NEGATIVE_INFINITY;
-	const outcome = Math.max(
-		state.lastSuccessAt ? Date.parse(state.lastSuccessAt) : Number.NEGATIVE_INFINITY,
-		state.lastFailureAt ? Date.parse(state.lastFailureAt) : Number.NEGATIVE_INFINITY,
-	);
-	if (!orderedNow && attempt > outcome && now.getTime() - attempt < ORDER_IN_FLIGHT_MS) return "ordering";
-	if (decision.action === "renew-now") return state.failures > 0 ? "failing" : "due";
-	if (decision.reason === "Backoff") return "backing-off";
-	return state.failures > 0 && state.lastError ? "failing" : "issued";
-}
-
-/** When the daemon should run again for renewals: the earliest next renewal time, if any certificate has one. */
-export function earliestRenewal(statuses: readonly CertificateStatus[]): Date | undefined {
-	const times = statuses.map((s) => Date.parse(s.nextRenewalAt)).filter((t) => Number.isFinite(t));
-	return times.length === 0 ? undefined : new Date(Math.min(...times));
 }
