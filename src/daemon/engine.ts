@@ -12,11 +12,8 @@ import type { ClusterView } from "../metrics/cluster.js";
 import type { Metrics, RenewalView } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
 import type { DesiredSet } from "../reconcile/model.js";
-import {
-	createRolloutCoordinator,
-	type RolloutCoordinator,
-	type RolloutPolicy,
-} from "../reconcile/rollout.js";
+import { createRolloutCoordinator, type RolloutCoordinator } from "../reconcile/rollout.js";
+import type { RolloutPolicy } from "../reconcile/rollout-stages.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";

@@ -5,18 +5,8 @@
 import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
 import type { DesiredCertificate, DesiredSet } from "./model.js";
-import type { CycleReport, EndpointReport, HeldView, TargetReport } from "./report.js";
-import type { RolloutCoordinator, VerifySpec } from "./rollout.js";
-
-export type CycleMode = "plan" | "sync";
-
-/** A rollout's word on a target's endpoints this cycle: certificates held back, and those a canary verifies. */
-export interface TargetRollout {
-	forEndpoint(endpoint: string): {
-		holds: ReadonlyMap<string, HeldView>;
-		verify: ReadonlyMap<string, VerifySpec>;
-	};
-}
+import type { CycleMode, CycleReport, EndpointReport, TargetReport } from "./report.js";
+import type { RolloutCoordinator, TargetRollout } from "./rollout.js";
 
 /** A configured target. run() never throws for an endpoint's failure: it is in the report. */
 export interface TargetRunner {

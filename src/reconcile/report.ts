@@ -14,7 +14,7 @@ import type {
 	ReplacementView,
 	ServingAfter,
 } from "./model.js";
-import type { CheckResult, RolloutView } from "./rollout.js";
+import type { CheckResult, RolloutView } from "./rollout-view.js";
 import type { Verdict } from "./verdict.js";
 
 export type { RenewalState, RenewalView } from "./model.js";

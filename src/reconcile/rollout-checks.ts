@@ -7,7 +7,7 @@
 import { certificatesOf, verifyChain } from "../certificates/trust.js";
 import { describeError } from "../errors.js";
 import type { DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
-import type { CheckResult, RolloutCheck, VerifySpec } from "./rollout.js";
+import type { CheckResult, RolloutCheck, VerifySpec } from "./rollout-view.js";
 
 type Probe = NonNullable<EndpointDriver["probe"]>;
 

@@ -7,13 +7,13 @@ import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import {
 	advance,
 	afterChecks,
-	type CheckResult,
 	chooseCanaries,
 	type RolloutPolicy,
 	type RolloutRecord,
 	restHold,
 	versionOf,
-} from "../../src/reconcile/rollout.js";
+} from "../../src/reconcile/rollout-stages.js";
+import type { CheckResult } from "../../src/reconcile/rollout-view.js";
 import { desiredCert } from "./scenario.js";
 
 const endpoints = ["a/1", "a/2", "b/b", "c/c", "d/d"];

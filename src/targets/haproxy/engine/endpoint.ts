@@ -23,8 +23,8 @@ import {
 	type StepView,
 	viewAction,
 } from "../../../reconcile/report.js";
-import type { CheckResult, VerifySpec } from "../../../reconcile/rollout.js";
 import { verifyCanary } from "../../../reconcile/rollout-checks.js";
+import type { CheckResult, VerifySpec } from "../../../reconcile/rollout-view.js";
 import { batchGroups } from "./batches.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
 import { type Observed, observeLive, workerChange, workerGone } from "./liveness.js";

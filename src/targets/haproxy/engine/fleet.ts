@@ -6,17 +6,19 @@ import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
 import { formatDuration } from "../../../base/duration.js";
 import { createTrustCache, type TrustStore } from "../../../certificates/trust.js";
-import type { CycleMode, TargetRollout, TargetRunner } from "../../../reconcile/cycle.js";
+import type { TargetRunner } from "../../../reconcile/cycle.js";
 import { selectCertificates } from "../../../reconcile/cycle.js";
 import { trustHolds } from "../../../reconcile/holds.js";
 import type { DesiredCertificate, EndpointDriver } from "../../../reconcile/model.js";
+import type { CycleMode } from "../../../reconcile/report.js";
 import {
 	type EndpointReport,
 	emptyEndpointReport,
 	type HeldView,
 	type TargetReport,
 } from "../../../reconcile/report.js";
-import type { VerifySpec } from "../../../reconcile/rollout.js";
+import type { TargetRollout } from "../../../reconcile/rollout.js";
+import type { VerifySpec } from "../../../reconcile/rollout-view.js";
 import { canonicalCollisions, canonicalRef } from "../naming.js";
 import type { DuplicatePolicy } from "./classify.js";
 import { processEndpoint } from "./endpoint.js";
