@@ -1,12 +1,14 @@
 /**
  * Relative paths in the configuration are resolved against the configuration file's directory, never the
  * working directory: under systemd that is `/`, so `state_dir: ./state` would become `/state`.
- * The list of keys that name local files lives here, once; keys that name files on another machine (a
- * Data Plane API's `storage_dir`, its `crt_list`) or spell a name as haproxy.cfg does (`crt_dir_name`,
- * a runtime target's `crt_list`) are left as written.
+ * The top level's keys that name local files are listed here; each kind lists its own (`resolvePaths` in its
+ * folder's kind.ts), leaving as written the keys that name files on another machine (a Data Plane API's
+ * `storage_dir`, its `crt_list`) or spell a name as haproxy.cfg does (`crt_dir_name`, a runtime `crt_list`).
  */
 import { isAbsolute, resolve } from "node:path";
-import { parseAddress } from "../base/address.js";
+import type { PathResolver } from "../base/kind.js";
+import { resolveSourcePaths } from "../sources/kinds.js";
+import { resolveTargetPaths } from "../targets/kinds.js";
 import type { Config } from "./schema.js";
 
 function abs(baseDir: string, path: string): string {
@@ -22,63 +24,16 @@ function command(baseDir: string, argv: string[]): string[] {
 
 /** Returns the configuration with every local path absolute (the input is not changed). */
 export function resolvePaths(config: Config, baseDir: string): Config {
+	const paths: PathResolver = {
+		file: (path) => abs(baseDir, path),
+		command: (argv) => command(baseDir, [...argv]),
+	};
 	return {
 		...config,
 		state_dir: abs(baseDir, config.state_dir),
 		...(config.cluster === undefined ? {} : { cluster: clusterPaths(config.cluster, baseDir) }),
-		sources: config.sources.map((s) => {
-			switch (s.type) {
-				case "directory":
-					return { ...s, path: abs(baseDir, s.path) };
-				case "acme":
-					return {
-						...s,
-						...(s.ca_file === undefined ? {} : { ca_file: abs(baseDir, s.ca_file) }),
-						...(s.dns_hook === undefined ? {} : { dns_hook: command(baseDir, s.dns_hook) }),
-						...(s.dns01 === undefined
-							? {}
-							: {
-									dns01: {
-										rfc2136: {
-											...s.dns01.rfc2136,
-											tsig_secret_file: abs(baseDir, s.dns01.rfc2136.tsig_secret_file),
-										},
-									},
-								}),
-					};
-				default:
-					return s;
-			}
-		}),
-		targets: config.targets.map((t) => {
-			switch (t.type) {
-				case "haproxy-runtime": {
-					const address = parseAddress(t.socket);
-					const unix = t.socket.startsWith("unix@");
-					const socket = "path" in address ? `${unix ? "unix@" : ""}${abs(baseDir, address.path)}` : t.socket;
-					// HAProxy names certificates by crt_dir as haproxy.cfg spells it: keep that spelling.
-					return {
-						...t,
-						socket,
-						crt_dir: abs(baseDir, t.crt_dir),
-						crt_dir_name: t.crt_dir_name ?? t.crt_dir,
-					};
-				}
-				case "haproxy-dataplane":
-					return {
-						...t,
-						endpoints: t.endpoints.map((e) =>
-							e.ca_file === undefined ? e : { ...e, ca_file: abs(baseDir, e.ca_file) },
-						),
-					};
-				case "directory":
-					return t.on_change === undefined
-						? t
-						: { ...t, on_change: { ...t.on_change, command: command(baseDir, t.on_change.command) } };
-				default:
-					return t;
-			}
-		}),
+		sources: config.sources.map((s) => resolveSourcePaths(s, paths)),
+		targets: config.targets.map((t) => resolveTargetPaths(t, paths)),
 	};
 }
 

@@ -5,27 +5,13 @@ import { duration } from "../base/duration.js";
 import { trustStoreSchema } from "../certificates/trust.js";
 import { clusterSchema } from "../cluster/schema.js";
 import { certificateSpecSchema, renewalSettingsSchema } from "../renewal/schema.js";
-import { acmeSourceSchema } from "../sources/acme/schema.js";
-import { directorySourceSchema } from "../sources/directory/schema.js";
-import { localCaSourceSchema } from "../sources/local-ca/schema.js";
-import { directoryTargetSchema } from "../targets/directory/schema.js";
+import { issuerTypes, sourceKind, sourceSchema } from "../sources/kinds.js";
 import { canonicalCollisions } from "../targets/haproxy/naming.js";
-import { dataplaneTargetSchema } from "../targets/haproxy-dataplane/schema.js";
-import { runtimeTargetSchema } from "../targets/haproxy-runtime/schema.js";
+import { targetKind, targetKinds, targetSchema } from "../targets/kinds.js";
 
-export const sourceSchema = z.discriminatedUnion("type", [
-	directorySourceSchema,
-	acmeSourceSchema,
-	localCaSourceSchema,
-]);
-export type SourceConfig = z.infer<typeof sourceSchema>;
-
-export const targetSchema = z.discriminatedUnion("type", [
-	dataplaneTargetSchema,
-	runtimeTargetSchema,
-	directoryTargetSchema,
-]);
-export type TargetConfig = z.infer<typeof targetSchema>;
+// Each kind's schema, role and what the rules below ask of it are in its folder's kind.ts (issue 22).
+export { type SourceConfig, sourceSchema } from "../sources/kinds.js";
+export { type TargetConfig, targetSchema } from "../targets/kinds.js";
 
 const listen = z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, {
 	error: "expected host:port, e.g. 127.0.0.1:9810",
@@ -119,7 +105,7 @@ export function referenceProblems(raw: unknown): Problem[] {
 	});
 	http01MapTargets(sources, list(top.targets), problems);
 	rolloutTargets(top.rollout, list(top.targets), problems);
-	const issuers = sources.filter((s) => s.type === "acme" || s.type === "local-ca").map((s) => s.name);
+	const issuers = sources.filter((s) => issuerTypes.includes(String(s.type))).map((s) => s.name);
 	list(top.certificates).forEach((c, i) => {
 		wildcardWithoutDns01(c, i, sources, problems);
 		ipWithoutHttp01(c, i, sources, problems);
@@ -135,24 +121,25 @@ export function referenceProblems(raw: unknown): Problem[] {
 			if (typeof name !== "string" || issuers.includes(name)) continue;
 			problems.push({
 				path,
-				message: `no issuer source named "${name}" (issuers: ${issuers.join(", ") || "none"}; an issuer is a source of type acme or local-ca)`,
+				message: `no issuer source named "${name}" (issuers: ${issuers.join(", ") || "none"}; an issuer is a source of type ${issuerTypes.join(" or ")})`,
 			});
 		}
 	});
 	return problems;
 }
 
-/** `rollout.targets` names HAProxy targets (a directory target has no endpoints to stage). */
+/** `rollout.targets` names targets whose kind takes part in rollouts (a directory target has no endpoints to stage). */
 function rolloutTargets(rollout: unknown, targets: Named[], problems: Problem[]): void {
 	const named = (rollout as { targets?: unknown } | undefined)?.targets;
 	if (!Array.isArray(named)) return;
+	const kinds = targetKinds.filter((k) => k.rollout).map((k) => k.type);
 	named.forEach((name: unknown, i) => {
 		const t = targets.find((x) => x.name === name);
-		if (t?.type === "haproxy-runtime" || t?.type === "haproxy-dataplane") return;
-		const kinds = targets.filter((x) => x.type === "haproxy-runtime" || x.type === "haproxy-dataplane");
+		if (targetKind(t?.type)?.rollout) return;
+		const taking = targets.filter((x) => targetKind(x.type)?.rollout);
 		problems.push({
 			path: `rollout.targets[${i}]`,
-			message: `"${String(name)}" is ${t ? `a ${String(t.type)} target` : "no target"}: a rollout spans haproxy-runtime and haproxy-dataplane targets (${kinds.map((x) => String(x.name)).join(", ") || "none configured"})`,
+			message: `"${String(name)}" is ${t ? `a ${String(t.type)} target` : "no target"}: a rollout spans ${kinds.join(" and ")} targets (${taking.map((x) => String(x.name)).join(", ") || "none configured"})`,
 		});
 	});
 }
@@ -163,64 +150,52 @@ function rolloutTargets(rollout: unknown, targets: Named[], problems: Problem[])
  */
 function http01MapTargets(sources: Named[], targets: Named[], problems: Problem[]): void {
 	const claimed = new Map<string, number>();
+	const holders = targetKinds.filter((k) => k.challengeMaps).map((k) => k.type);
 	sources.forEach((s, i) => {
-		const http01 = s.http01 as { via?: unknown; targets?: unknown; map?: unknown } | undefined;
-		if (s.type !== "acme" || http01?.via !== "haproxy-map" || !Array.isArray(http01.targets)) return;
-		http01.targets.forEach((name: unknown, j) => {
-			const path = `sources[${i}].http01.targets[${j}]`;
+		const maps = sourceKind(s.type)?.challengeMaps?.(s);
+		if (!maps) return;
+		maps.targets.forEach((name: unknown, j) => {
+			const path = `sources[${i}].${maps.field}[${j}]`;
 			const t = targets.find((x) => x.name === name);
-			if (t?.type !== "haproxy-runtime" && t?.type !== "haproxy-dataplane") {
-				const kinds = targets.filter((x) => x.type === "haproxy-runtime" || x.type === "haproxy-dataplane");
+			const holds = targetKind(t?.type)?.challengeMaps;
+			if (!t || !holds) {
+				const named = targets.filter((x) => targetKind(x.type)?.challengeMaps);
 				problems.push({
 					path,
-					message: `"${String(name)}" is ${t ? `a ${String(t.type)} target` : "no target"}: name haproxy-runtime or haproxy-dataplane targets (${kinds.map((x) => String(x.name)).join(", ") || "none configured"})`,
+					message: `"${String(name)}" is ${t ? `a ${String(t.type)} target` : "no target"}: name ${holders.join(" or ")} targets (${named.map((x) => String(x.name)).join(", ") || "none configured"})`,
 				});
 				return;
 			}
 			const at = targets.indexOf(t);
-			if (t.type === "haproxy-runtime" && t.http_address === undefined)
-				problems.push({
-					path: `targets[${at}].http_address`,
-					message: `target "${String(name)}" needs http_address (host:port where it serves port 80): ${path} sends HTTP-01 through it`,
-				});
-			if (t.type === "haproxy-dataplane")
-				list(t.endpoints).forEach((e, k) => {
-					if (e.http_address === undefined)
-						problems.push({
-							path: `targets[${at}].endpoints[${k}].http_address`,
-							message: `endpoint "${String(e.name)}" needs http_address (host:port where its HAProxy serves port 80): ${path} sends HTTP-01 through it`,
-						});
-				});
-			const key = `${String(name)}\n${String(http01.map)}`;
+			for (const p of holds.unaddressed(t, String(name), path))
+				problems.push({ path: `targets[${at}].${p.field}`, message: p.message });
+			const key = `${String(name)}\n${String(maps.map)}`;
 			const other = claimed.get(key);
 			if (other !== undefined && other !== i)
 				problems.push({
 					path,
-					message: `sources[${other}] already uses map ${String(http01.map)} on target "${String(name)}": give each issuer its own map`,
+					message: `sources[${other}] already uses map ${String(maps.map)} on target "${String(name)}": give each issuer its own map`,
 				});
 			else claimed.set(key, i);
 		});
 	});
 }
 
-/** ACME validates a wildcard name only through DNS-01: without `dns_hook` or `dns01` every order of it fails. */
+/** A wildcard name is proven only over DNS-01: an issuer that cannot (ACME without dns_hook or dns01) fails every order of it. */
 function wildcardWithoutDns01(c: Named, i: number, sources: Named[], problems: Problem[]): void {
+	if (!Array.isArray(c.domains)) return;
 	const names = [c.issuer, ...(Array.isArray(c.issuers) ? (c.issuers as unknown[]) : [])];
 	for (const name of names) {
 		const issuer = sources.find((s) => s.name === name);
-		if (
-			issuer?.type !== "acme" ||
-			issuer.dns_hook !== undefined ||
-			issuer.dns01 !== undefined ||
-			!Array.isArray(c.domains)
-		)
-			continue;
+		if (!issuer) continue;
 		const at = sources.indexOf(issuer);
+		const lacking = sourceKind(issuer.type)?.proofs?.(issuer, `sources[${at}]`).wildcard;
+		if (lacking === undefined) continue;
 		c.domains.forEach((d, j) => {
 			if (typeof d === "string" && d.startsWith("*.")) {
 				problems.push({
 					path: `certificates[${i}].domains[${j}]`,
-					message: `wildcard "${d}" needs DNS-01, and issuer "${String(name)}" has neither dns01 nor dns_hook: set sources[${at}].dns01.rfc2136 or sources[${at}].dns_hook, or list the names one by one`,
+					message: `wildcard "${d}" needs DNS-01, and issuer "${String(name)}" ${lacking}`,
 				});
 			}
 		});
@@ -233,31 +208,31 @@ function issuersOf(c: Named, sources: Named[]): Named[] {
 }
 
 /**
- * RFC 8738 §7: an IP address is validated over HTTP-01 (or TLS-ALPN-01), never DNS-01. An ACME issuer that
- * answers only DNS-01 (dns01 or dns_hook, no http01) would fail every order of it.
+ * RFC 8738 §7: an IP address is validated over HTTP-01 (or TLS-ALPN-01), never DNS-01. An issuer that
+ * answers only DNS-01 (ACME with dns01 or dns_hook, no http01) would fail every order of it.
  */
 function ipWithoutHttp01(c: Named, i: number, sources: Named[], problems: Problem[]): void {
 	if (!Array.isArray(c.domains)) return;
 	for (const issuer of issuersOf(c, sources)) {
-		if (issuer.type !== "acme" || issuer.http01 !== undefined) continue;
-		if (issuer.dns_hook === undefined && issuer.dns01 === undefined) continue; // the built-in responder
 		const at = sources.indexOf(issuer);
+		const lacking = sourceKind(issuer.type)?.proofs?.(issuer, `sources[${at}]`).ip;
+		if (lacking === undefined) continue;
 		c.domains.forEach((d, j) => {
 			if (typeof d === "string" && isIP(d) !== 0) {
 				problems.push({
 					path: `certificates[${i}].domains[${j}]`,
-					message: `IP address "${d}" can only be validated over HTTP-01 (RFC 8738: no DNS-01 for IP addresses), and issuer "${String(issuer.name)}" answers only DNS-01: set sources[${at}].http01 (the built-in responder or via: haproxy-map), or order the IP from another issuer`,
+					message: `IP address "${d}" can only be validated over HTTP-01 (RFC 8738: no DNS-01 for IP addresses), and issuer "${String(issuer.name)}" ${lacking}`,
 				});
 			}
 		});
 	}
 }
 
-/** `profile` is an ACME order field: a local CA has none, and would silently ignore it. */
+/** `profile` is a CA profile of the order (ACME): an issuer without them (a local CA) would silently ignore it. */
 function profileOfNonAcme(c: Named, i: number, sources: Named[], problems: Problem[]): void {
 	if (c.profile === undefined) return;
 	for (const issuer of issuersOf(c, sources)) {
-		if (issuer.type === "acme") continue;
+		if (sourceKind(issuer.type)?.profiles) continue;
 		problems.push({
 			path: `certificates[${i}].profile`,
 			message: `profile is an ACME profile, and issuer "${String(issuer.name)}" is of type ${String(issuer.type)}: remove profile, or set it on the ACME issuers instead (sources[].profile)`,

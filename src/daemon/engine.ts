@@ -15,14 +15,15 @@ import type { DesiredSet } from "../reconcile/model.js";
 import { createRolloutCoordinator, type RolloutCoordinator } from "../reconcile/rollout.js";
 import type { RolloutPolicy } from "../reconcile/rollout-stages.js";
 import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
+import { sourceKind } from "../sources/kinds.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { openFileStore } from "../store/file-store.js";
 import { checkStateDir } from "../store/state-dir.js";
 import type { StateStore } from "../store/types.js";
-import { orphanStaging } from "../targets/directory/orphans.js";
 import { sharedFleetMemory, storedFleetMemory } from "../targets/haproxy/engine/fleet-memory.js";
 import { createWriteQueues } from "../targets/haproxy/engine/writers.js";
-import { type BuiltTarget, buildTarget, challengeMapNodes } from "../targets/registry.js";
+import { memberOwns, targetEndpoints } from "../targets/kinds.js";
+import { type BuiltTarget, buildTarget, challengeMapNodes, leftStaging } from "../targets/registry.js";
 import { type ClusterReader, type ClusterRuntime, openClusterReader, startCluster } from "./cluster.js";
 import type { Engine } from "./loop.js";
 import { openRequestDesk, type RequestDesk } from "./requests.js";
@@ -52,14 +53,13 @@ export interface BuiltEngine extends Engine {
 	readCluster?(): Promise<ClusterView>;
 }
 
-/** The HAProxy endpoints of the configuration, as the targets name them (sharding and status). */
-export function haproxyEndpoints(config: Config): Array<{ target: string; endpoint: string }> {
-	return config.targets.flatMap((t) =>
-		t.type === "haproxy-dataplane"
-			? t.endpoints.map((e) => ({ target: t.name, endpoint: e.name }))
-			: t.type === "haproxy-runtime"
-				? [{ target: t.name, endpoint: t.name }]
-				: [],
+/**
+ * The endpoints a cluster shares out (every member reaches them: the HAProxy nodes), as the targets name them,
+ * for sharding and status; a directory target's endpoint is each member's own.
+ */
+export function sharedEndpoints(config: Config): Array<{ target: string; endpoint: string }> {
+	return targetEndpoints(config.targets).flatMap((e) =>
+		e.shared ? [{ target: e.target, endpoint: e.endpoint }] : [],
 	);
 }
 
@@ -120,7 +120,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 					stateDir: config.state_dir,
 					localStore: store,
 					...(options.backoff === false ? { backoff: false } : {}),
-					...(cluster ? { owns: cluster.owns } : {}),
+					...(cluster ? { owns: memberOwns(config.targets, cluster.owns) } : {}),
 					// A late push from a lagging or deposed replica never replaces a newer certificate.
 					...(config.cluster ? { neverDowngrade: true } : {}),
 					...(certificateStores.size > 0
@@ -173,7 +173,9 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 			throw e;
 		}
 	}
-	const acmeIssuers = new Set(config.sources.filter((s) => s.type === "acme").map((s) => s.name));
+	const countedIssuers = new Set(
+		config.sources.filter((s) => sourceKind(s.type)?.countsOrders).map((s) => s.name),
+	);
 	const load = createDesiredLoader(
 		{
 			sources,
@@ -193,7 +195,6 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		{ order: cluster ? () => cluster.canOrder() : !options.readOnly },
 	);
 	let statuses: CertificateStatus[] = [];
-	const directories = config.targets.flatMap((t) => (t.type === "directory" ? [t] : []));
 	const reported = new Set<string>();
 	// Deliberate replacements logged (once each: certificate and fingerprint).
 	const replacing = new Set<string>();
@@ -227,8 +228,8 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		if (unreachable) throw unreachable;
 		statuses = loaded.renewal;
 		// Every cycle (the first at start): staging no configured directory target will ever clean up.
-		for (const path of await orphanStaging(
-			directories,
+		for (const path of await leftStaging(
+			config.targets,
 			loaded.certificates.map((c) => c.name),
 		)) {
 			if (reported.has(path)) continue;
@@ -246,14 +247,14 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 	return {
 		deps,
 		renewals: () => statuses,
-		...(cluster ? { cluster: () => cluster.view(haproxyEndpoints(config)) } : {}),
-		...(reader ? { readCluster: () => reader.view(haproxyEndpoints(config)) } : {}),
+		...(cluster ? { cluster: () => cluster.view(sharedEndpoints(config)) } : {}),
+		...(reader ? { readCluster: () => reader.view(sharedEndpoints(config)) } : {}),
 		nextWake: () => earliest(earliestRenewal(statuses), rollout?.nextWake()),
 		...(desk ? { beginCycle: (signal: AbortSignal) => (desk as RequestDesk).begin(signal) } : {}),
 		afterCycle() {
 			options.metrics?.recordRenewals(statuses.map(renewalView));
 			for (const s of statuses) {
-				if (s.ordered && acmeIssuers.has(s.issuer)) {
+				if (s.ordered && countedIssuers.has(s.issuer)) {
 					options.metrics?.recordAcmeOrder(s.issuer, s.lastError ? "failure" : "success");
 				}
 			}

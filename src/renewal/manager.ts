@@ -7,6 +7,7 @@
 import pLimit from "p-limit";
 import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
 import type { DesiredCertificate, SourceProblem } from "../reconcile/model.js";
+import { issuerTypes } from "../sources/kinds.js";
 import type { Issuer, RenewalWindow } from "../sources/types.js";
 import {
 	type CertificateRecord,
@@ -176,7 +177,7 @@ function issuerNamed(deps: RenewalDeps, spec: CertificateSpec, name: string): Is
 			`certificate "${spec.name}" names unknown issuer "${name}"`,
 			{
 				context: { certificate: spec.name, field: "issuer" },
-				hint: `configure a source of type local-ca or acme named "${name}"`,
+				hint: `configure a source of type ${issuerTypes.join(" or ")} named "${name}"`,
 			},
 		);
 	}

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { sourceSchema } from "../../src/config/schema.js";
-import { buildSource, buildSources, sourceFactories } from "../../src/sources/registry.js";
+import { buildSource, buildSources, sourceRegistry } from "../../src/sources/registry.js";
 import { stateAt } from "../harness/state.js";
 
 describe("sources/registry", () => {
@@ -12,7 +12,7 @@ describe("sources/registry", () => {
 		const folders = (await readdir(dir, { withFileTypes: true }))
 			.filter((e) => e.isDirectory())
 			.map((e) => e.name);
-		expect(Object.keys(sourceFactories).sort()).toEqual(folders.sort());
+		expect(Object.keys(sourceRegistry).sort()).toEqual(folders.sort());
 	});
 
 	it("builds a Source for directory and an Issuer for local-ca from parsed config", async () => {

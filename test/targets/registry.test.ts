@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { targetSchema } from "../../src/config/schema.js";
-import { buildTarget, targetFactories } from "../../src/targets/registry.js";
+import { buildTarget, targetRegistry } from "../../src/targets/registry.js";
 
 const SRC = join(import.meta.dirname, "../../src/targets");
 /** Folders under src/targets that are not a kind: helpers the kinds share. */
@@ -16,7 +16,7 @@ describe("targets/registry", () => {
 			.filter((e) => e.isDirectory())
 			.map((e) => e.name);
 		const kinds = folders.filter((f) => existsSync(join(SRC, f, "schema.ts")));
-		expect(Object.keys(targetFactories).sort()).toEqual(kinds.sort());
+		expect(Object.keys(targetRegistry).sort()).toEqual(kinds.sort());
 		expect(folders.filter((f) => !kinds.includes(f)).sort()).toEqual(SHARED);
 		for (const kind of kinds)
 			expect(existsSync(join(SRC, kind, "target.ts")), `${kind}/target.ts`).toBe(true);
@@ -38,7 +38,7 @@ describe("targets/registry", () => {
 			}),
 			targetSchema.parse({ name: "files", type: "directory", path: "/srv/tls" }),
 		];
-		expect(configs.map((c) => c.type).sort()).toEqual(Object.keys(targetFactories).sort());
+		expect(configs.map((c) => c.type).sort()).toEqual(Object.keys(targetRegistry).sort());
 		for (const config of configs) {
 			const built = buildTarget(config, { now: () => new Date() });
 			try {

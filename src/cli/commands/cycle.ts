@@ -1,11 +1,11 @@
 /** `plan`, `sync --once` and `status`: one cycle through the same runCycle, shown three ways. */
-import type { Config } from "../../config/schema.js";
 import { buildEngine } from "../../daemon/engine.js";
 import { auditLines } from "../../daemon/summary.js";
 import { CertificateeError } from "../../errors.js";
 import { statusDocument } from "../../metrics/status-view.js";
 import { runCycle } from "../../reconcile/cycle.js";
 import { cycleOutcome } from "../../reconcile/outcome.js";
+import { targetEndpoints } from "../../targets/kinds.js";
 import type { CommandContext } from "../context.js";
 import { cycleExitCode, EXIT, ExitError } from "../exit.js";
 import { renderCluster, renderPlan, renderStatus } from "../print.js";
@@ -54,17 +54,12 @@ function exitWith(code: number): void {
 	if (code !== EXIT.ok) throw new ExitError(code);
 }
 
-/** Endpoints a configuration reaches (a Data Plane API target has several; the others one). */
-function endpointCount(config: Config): number {
-	return config.targets.reduce((n, t) => n + (t.type === "haproxy-dataplane" ? t.endpoints.length : 1), 0);
-}
-
 export async function statusCommand(ctx: CommandContext, options: { endpoint?: string }): Promise<void> {
 	const { config } = ctx.loadConfig();
 	const engine = await buildEngine(config, { log: ctx.log, readOnly: true });
 	const progress = ctx.options.json
 		? createProgress(0, "")
-		: createProgress(endpointCount(config), "observing endpoints");
+		: createProgress(targetEndpoints(config.targets).length, "observing endpoints");
 	try {
 		const report = await runCycle(
 			{ ...engine.deps, onEndpoint: () => progress.tick() },

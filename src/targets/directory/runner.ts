@@ -35,6 +35,8 @@ export function createDirectoryRunner(
 		/** The target's trust_store, and each certificate's own: a chain that does not verify is never written. */
 		trust?: TrustStore;
 		certificateTrust?: (certificate: string) => TrustStore | undefined;
+		/** A cluster's say over the endpoint (its path): one this member does not own is left out of its cycle. */
+		owns?: (endpoint: string) => boolean;
 	} = {},
 ): TargetRunner {
 	const neverDowngrade = policy.neverDowngrade === true;
@@ -44,6 +46,8 @@ export function createDirectoryRunner(
 		name: config.name,
 		kind: "directory",
 		async run(desired, mode, signal, onEndpoint) {
+			if (policy.owns && !policy.owns(config.path))
+				return { target: config.name, kind: "directory", endpoints: [] };
 			const started = now().getTime();
 			const observation = await driver.observe(desired, signal);
 			const byName = new Map(desired.map((d) => [d.name, d]));

@@ -17,6 +17,7 @@ export const directoryTarget: TargetFactory<"directory"> = (config, deps) => ({
 				? { trust: loadTrustStore(config.trust_store, `targets.${config.name}.trust_store`) }
 				: {}),
 			...(deps.certificateTrust ? { certificateTrust: deps.certificateTrust } : {}),
+			...(deps.owns ? { owns: (endpoint: string) => deps.owns!(config.name, endpoint) } : {}),
 		},
 	),
 	close: async () => {},
