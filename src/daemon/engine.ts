@@ -114,12 +114,10 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 				buildTarget(t, {
 					now,
 					warn,
-					writeQueues,
 					readOnly: options.readOnly,
-					memory,
 					stateDir: config.state_dir,
 					localStore: store,
-					...(options.backoff === false ? { backoff: false } : {}),
+					haproxy: { writeQueues, memory, ...(options.backoff === false ? { backoff: false } : {}) },
 					...(cluster ? { owns: memberOwns(config.targets, cluster.owns) } : {}),
 					// A late push from a lagging or deposed replica never replaces a newer certificate.
 					...(config.cluster ? { neverDowngrade: true } : {}),

@@ -7,25 +7,17 @@ import type { TrustStore } from "../certificates/trust.js";
 import type { TargetConfig } from "../config/schema.js";
 import type { TargetRunner } from "../reconcile/cycle.js";
 import type { StateStore } from "../store/types.js";
-import type { FleetMemory } from "./haproxy/engine/fleet-memory.js";
-import type { WriteQueues } from "./haproxy/engine/writers.js";
+import type { HaproxyDeps } from "./haproxy/engine/deps.js";
 
-/** What the engine gives every target kind's factory. */
+/** What the engine gives every target kind's factory (the HAProxy kinds' own needs under `haproxy`). */
 export interface TargetDeps {
 	now: () => Date;
 	/** Warnings a driver must not hide (insecure TLS, a reload an endpoint caused). */
 	warn?: (fields: Record<string, unknown>, message: string) => void;
-	/** Endpoints processed at once inside a target (default 16). */
-	endpointConcurrency?: number;
 	/** plan and status: drivers leave the disk as they find it (no leftover cleanup). */
 	readOnly?: boolean;
-	/** One write queue per HAProxy process, shared by every target built with it (one per engine). Without
-	 * it the target gets queues of its own: its endpoints still share by address, other targets do not. */
-	writeQueues?: WriteQueues;
-	/** Where a target keeps what it remembers of its endpoints across restarts (backoff, pinned duplicates). */
-	memory?: (target: string) => FleetMemory;
-	/** false: endpoints that are backing off are tried anyway (an operator's one-shot `sync`). Default true. */
-	backoff?: boolean;
+	/** What only the HAProxy kinds use: shared write queues, fleet memory, backoff (targets/haproxy/engine/deps.ts). */
+	haproxy?: HaproxyDeps;
 	/** The state directory, for what a target must remember across restarts (failed on_change hooks). */
 	stateDir?: string;
 	/** The local state store (state_dir's, also in a cluster): what a target remembers of this host (pending on_change runs). */

@@ -39,7 +39,7 @@ describe("targets/kinds: the endpoints of a configuration", () => {
 	it("are the endpoints a cycle reports, named alike, unreachable ones included", async () => {
 		const reported: string[] = [];
 		for (const t of config.targets) {
-			const target = buildTarget(t, { now: () => new Date(), backoff: false });
+			const target = buildTarget(t, { now: () => new Date(), haproxy: { backoff: false } });
 			try {
 				const report = await target.run([], "plan", AbortSignal.timeout(60_000));
 				reported.push(...report.endpoints.map((e) => `${report.target}/${e.endpoint}`));

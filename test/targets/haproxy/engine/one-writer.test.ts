@@ -53,7 +53,7 @@ async function startNode(): Promise<{ h: Haproxy; check: RuntimeClient }> {
 }
 
 function runtimeTarget(h: Haproxy, group: "a" | "b", writeQueues: WriteQueues): BuiltTarget {
-	return r.runtime(h, { name: `lb1-${group}`, certificates: groups[group] }, { writeQueues });
+	return r.runtime(h, { name: `lb1-${group}`, certificates: groups[group] }, { haproxy: { writeQueues } });
 }
 
 /** ROUNDS renewals of both groups, the targets run concurrently by one cycle; every round checked. */
@@ -104,7 +104,7 @@ describe("one writer per HAProxy process", () => {
 		const { h, check } = await startNode();
 		const d = await r.dpapi(h);
 		const writeQueues = createWriteQueues();
-		const api = r.dataplane(h, d, { name: "fra-a", certificates: groups.a }, { writeQueues });
+		const api = r.dataplane(h, d, { name: "fra-a", certificates: groups.a }, { haproxy: { writeQueues } });
 		await renewConcurrently(h, check, [api, runtimeTarget(h, "b", writeQueues)]);
 		await assertReloadSafe(h);
 	});

@@ -62,7 +62,9 @@ function target(h: Haproxy, maxPerHour: number, store?: FileStore) {
 		{ bufsize: BUFSIZE, master_cli: h.masterSocket, reloads: { max_per_hour: maxPerHour } },
 		store
 			? {
-					memory: (name) => storedFleetMemory(name, { store, readOnly: false, warn: () => undefined }),
+					haproxy: {
+						memory: (name) => storedFleetMemory(name, { store, readOnly: false, warn: () => undefined }),
+					},
 				}
 			: {},
 	);

@@ -136,7 +136,9 @@ async function rollWithReloads(
 
 describe("a reload during a cycle", () => {
 	it("haproxy-runtime: SIGUSR2 at random moments during a 100-certificate roll (10 rounds): no write reported ok that the serving worker lacks; every name serves its renewal", async () => {
-		const node = await setup(COUNT, async (h) => r.runtime(h, {}, { writeQueues: createWriteQueues() }));
+		const node = await setup(COUNT, async (h) =>
+			r.runtime(h, {}, { haproxy: { writeQueues: createWriteQueues() } }),
+		);
 		console.info((await rollWithReloads(node, COUNT, ROUNDS)).join("\n"));
 		await assertReloadSafe(node.h);
 	}, 300_000);
@@ -146,7 +148,7 @@ describe("a reload during a cycle", () => {
 		const node = await setup(30, async (h) => {
 			const d = await r.dpapi(h);
 			double = d;
-			return r.dataplane(h, d, {}, { writeQueues: createWriteQueues() });
+			return r.dataplane(h, d, {}, { haproxy: { writeQueues: createWriteQueues() } });
 		});
 		console.info((await rollWithReloads(node, 30, 4)).join("\n"));
 		expect(double?.count("getHaproxyProcessInfo")).toBeGreaterThanOrEqual(8);
@@ -158,7 +160,7 @@ describe("a reload during a cycle", () => {
 		const node = await setup(30, async (h) => {
 			const d = await r.dpapi(h, { masterRuntime: true });
 			double = d;
-			return r.dataplane(h, d, {}, { writeQueues: createWriteQueues() });
+			return r.dataplane(h, d, {}, { haproxy: { writeQueues: createWriteQueues() } });
 		});
 		console.info((await rollWithReloads(node, 30, 4)).join("\n"));
 		expect(double?.count("getHaproxyProcessInfo")).toBeGreaterThanOrEqual(8);
