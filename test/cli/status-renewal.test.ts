@@ -104,7 +104,7 @@ describe("status of issued certificates that are not there (ACME server unreacha
 				state_dir: join(dir, "capped", "state"),
 				sources: [{ name: "internal", type: "local-ca", ca_common_name: "Cap Test CA" }],
 				certificates: [
-					{ name: "web", domains: ["web.test"], issuer: "internal", lifetime: "30s", renew_before: "30s" },
+					{ name: "web", domains: ["web.test"], issuer: "internal", lifetime: "90s", renew_before: "90s" },
 				],
 				renewal: { max_orders_per_day: 1 },
 				targets: [{ name: "files", type: "directory", path: out, layout: "kubernetes-tls" }],
@@ -118,13 +118,15 @@ describe("status of issued certificates that are not there (ACME server unreacha
 			steps.map((s) => `${s.op} ${s.result}`),
 			first.stderr,
 		).toEqual(["directory-write ok"]);
-		// Due again at the renewal time the cycle drew (its jitter: at most a third of the 30 s window): wait until
-		// then, not for the longest jitter. A jitter short enough to be past already has it capped at once.
+		// Due again at the renewal time the cycle drew (its jitter: at most a third of the 90 s window): wait until
+		// then, not for the longest jitter. A jitter short enough to be past already has it capped at once. The
+		// 90 s lifetime leaves at least 60 s after that for the three CLI runs below: a loaded machine (8-10 s per
+		// run at a load of 25) must not see the certificate expire first (a source problem, not the cap).
 		const renewal = issued.renewals?.find((r) => r.certificate === "web");
 		expect(renewal?.state).toMatch(/^(issued|capped)$/);
 		if (renewal?.state === "issued") {
 			const due = Date.parse(renewal.nextAttemptAt ?? "");
-			expect(due - Date.now()).toBeLessThanOrEqual(10_000);
+			expect(due - Date.now()).toBeLessThanOrEqual(30_000);
 			while (Date.now() <= due) await new Promise((r) => setTimeout(r, Math.min(200, due - Date.now() + 1)));
 		}
 		const sync = await certificatee(["sync", "--once", "--config", config]);
@@ -142,6 +144,6 @@ describe("status of issued certificates that are not there (ACME server unreacha
 		expect(plan.code).toBe(1);
 		expect(plan.stdout).toMatch(/^order web from internal blocked by the daily cap until /m);
 		expect(plan.stdout.trimEnd().split("\n").at(-1)).toMatch(/^not converged: 1 failed order/);
-		// Five CLI runs and a wait of at most 10 s: each run starts Node and loads the CLI (1–2 s of CPU on 2 cores).
-	}, 60_000);
+		// Five CLI runs and a wait of at most 30 s: each run starts Node and loads the CLI (1–2 s of CPU on 2 cores).
+	}, 150_000);
 });

@@ -1,6 +1,7 @@
 /** Child processes of the test harness (Pebble, challtestsrv, named): output kept, stopped cleanly. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
+import { scaled } from "./deadline.js";
 
 export interface Proc {
 	child: ChildProcess;
@@ -43,14 +44,16 @@ export async function stopProcess(proc: Proc | undefined): Promise<void> {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Waits until `probe` answers true: 15 s on an idle machine, stretched with the load (deadline.ts). */
 export async function waitUntil(what: string, proc: Proc, probe: () => Promise<boolean>): Promise<void> {
-	const deadline = Date.now() + 10_000;
+	const waitMs = scaled(15_000);
+	const deadline = Date.now() + waitMs;
 	while (Date.now() < deadline) {
 		if (proc.child.exitCode !== null) throw new Error(`${what} exited early:\n${proc.output()}`);
 		if (await probe().catch(() => false)) return;
 		await sleep(50);
 	}
-	throw new Error(`${what} not ready within 10 s:\n${proc.output()}`);
+	throw new Error(`${what} not ready within ${Math.round(waitMs / 1000)} s:\n${proc.output()}`);
 }
 
 /** The scheduler state of every thread of `pid` ("R", "S", "T", ...); empty once the process is gone. */
