@@ -7,6 +7,14 @@ const SRC = join(ROOT, "src");
 /** A path a comment cites: at least one folder, then a file of the kinds the repository keeps. */
 const CITED = /(?:\.\.\/)*[\w.-]+(?:\/[\w.-]+)+\.(?:md|ts|yaml|json)\b/g;
 
+/** In a page, a path with a placeholder (`DIR/summary.md`, `endpoints/TARGET.json`) names no file of ours. */
+const PLACEHOLDER = /(^|\/)[A-Z_]+\//;
+/**
+ * Inputs the tests look for beside the clone, not in it (the HAProxy builds and the Data Plane API spec, found
+ * in an ancestor directory: docs/testing.md). Notes kept there (research) are not citable.
+ */
+const OUTSIDE = /^shared\/(haproxy|specs)\//;
+
 const files = readdirSync(SRC, { withFileTypes: true, recursive: true })
 	.filter((e) => e.isFile() && e.name.endsWith(".ts"))
 	.map((e) => relative(ROOT, join(e.parentPath, e.name)));
@@ -30,6 +38,32 @@ describe("architecture: citations", () => {
 				.replace(/\n\s*\*\s*/g, "\n")
 				.matchAll(CITED)) {
 				if (!inRepository(cited[0], file)) missing.push(`${file}: ${cited[0]}`);
+			}
+		}
+		expect(missing).toEqual([]);
+	});
+
+	it("every file the documentation cites is in the repository (README.md, docs/, deploy/, bench/ pages)", () => {
+		const pages = [
+			"README.md",
+			...["docs", "deploy", "bench", "spec"].flatMap((d) =>
+				existsSync(join(ROOT, d))
+					? readdirSync(join(ROOT, d), { withFileTypes: true, recursive: true })
+							.filter((e) => e.isFile() && e.name.endsWith(".md"))
+							.map((e) => relative(ROOT, join(e.parentPath, e.name)))
+					: [],
+			),
+		];
+		const missing: string[] = [];
+		for (const page of pages) {
+			// URLs name files elsewhere (a GitHub page, an RFC): only the repository's own paths are checked.
+			const text = readFileSync(join(ROOT, page), "utf8").replace(/\b[a-z]+:\/\/\S+/g, "");
+			for (const m of text.matchAll(CITED)) {
+				const cited = m[0];
+				// An absolute path names a machine's file (a run's output, /etc/...), not one of the repository.
+				if (text[m.index - 1] === "/" || !/\.(ts|md)$/.test(cited)) continue;
+				if (PLACEHOLDER.test(cited) || OUTSIDE.test(cited)) continue;
+				if (!inRepository(cited, page)) missing.push(`${page}: ${cited}`);
 			}
 		}
 		expect(missing).toEqual([]);
