@@ -2,8 +2,9 @@
  * A certificate written where its layout keeps it (targets/haproxy/engine/placement.ts plans the files): one file replaced
  * atomically, or a pair (certificate file and key file) made live together.
  *
- * A pair cannot be replaced by one rename. Every file is first written under a dot-named temp name (HAProxy's
- * directory loading skips it) and fsynced; then a journal naming every rename, in order, is made durable in
+ * A pair cannot be replaced by one rename. Every file is first written under a dot-named temp name in its own
+ * directory (HAProxy's directory loading skips it; a rename within one directory is atomic, and a key file may
+ * live apart from its certificate, under a store's key-base) and fsynced, with each directory; then a journal naming every rename, in order, is made durable in
  * crt_dir (`.certificatee-pair-<hex>.json`, dot-named too) before the first rename; then the renames; then
  * the journal goes. A writer killed at any point leaves either the old files and some temp files (swept as
  * leftovers), or a journal that finishPairWrites() rolls forward at the next observation, before anything else
@@ -102,6 +103,9 @@ export async function writePlaced(write: PlacedWrite, bundle: Bundle, journalDir
 				temps.push(temp);
 				journal.renames.push({ from: temp, to: f.path });
 			}
+			// The temp files' names durable in their own directories (a key-base apart from the crt-base is a
+			// second one) before the journal that names them: a rename it replays never misses one of the pair.
+			for (const d of new Set(temps.map((t) => dirname(t)))) await syncDir(d);
 			const journalPath = join(journalDir, `.certificatee-pair-${randomBytes(6).toString("hex")}.json`);
 			await replaceFile(journalPath, `${JSON.stringify(journal)}\n`, 0o600);
 			await finishJournal(journalPath, journal);

@@ -7,16 +7,17 @@
  * relative to the store's bases, which crt_stores or haproxy_config say. Where the two sources disagree, or
  * haproxy_config cannot be used, the load is refused naming the file and line, and never written.
  */
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Verdict } from "../../../src/reconcile/verdict.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import type { Haproxy } from "../../harness/haproxy.js";
 import { haproxyBuilds } from "../../harness/haproxy-builds.js";
-import { syncOnce as cycle, rig, okWrites as writes } from "../../harness/targets.js";
+import { assertReloadSafe } from "../../harness/invariant.js";
+import { syncOnce as cycle, rig, servedSerial, okWrites as writes } from "../../harness/targets.js";
 import { desiredFromLeaf } from "../../reconcile/scenario.js";
-import { renewThreeTimes } from "./layout-scenario.js";
+import { keyMatches, renewThreeTimes } from "./layout-scenario.js";
 
 type Refused = Extract<Verdict, { class: "refused" }>;
 
@@ -159,6 +160,98 @@ for (const build of haproxyBuilds(["3.4"])) {
 				files: { cert: join(D, "a.crt"), key: join(D, "a.key"), dirs: [D] },
 			});
 			for (const w of perCycle) expect(w).toEqual(["storage-replace @web/site-a", "runtime-set @web/site-a"]);
+		});
+	});
+}
+
+const STORE_APART = `crt-store web
+    crt-base {dir}/D
+    key-base {dir}/K
+    load crt "a.crt" key "a.key" alias "site-a"`;
+
+for (const build of haproxyBuilds(["3.0", "3.2", "3.4"])) {
+	// 3.0 learns both bases from haproxy_config; 3.2 from crt_stores; 3.4 from haproxy_config and Key filename.
+	const how = build.version.startsWith("3.2.") ? "crt_stores" : "haproxy_config";
+	describe(`HAProxy ${build.version}: a crt-store whose key-base is another directory than its crt-base`, () => {
+		it(`HAProxy ${build.version}: renewed in place three times (${how}), the key in its own directory, a reload between renewals; served each time, the key matches, no file created in either directory`, async () => {
+			const names = ["a.lay.test"];
+			const first = await issueTestLeaf(ca, { names });
+			const h = await r.haproxy({
+				bin: build.bin,
+				sections: STORE_APART,
+				bindExtra: `crt "@web/site-a"`,
+				bindCrtDir: false,
+				bindCrtList: false,
+				files: { "D/a.crt": first.certPem + first.chainPem, "K/a.key": first.keyPem },
+			});
+			const [D, K] = [join(h.dir, "D"), join(h.dir, "K")];
+			const t = r.runtime(
+				h,
+				how === "crt_stores"
+					? { crt_dir: D, crt_stores: { web: { crt_base: D, key_base: K } } }
+					: { crt_dir: D, haproxy_config: h.configPath },
+			);
+			const perCycle = await renewThreeTimes({
+				h,
+				t,
+				ca,
+				name: "a",
+				names,
+				files: { cert: join(D, "a.crt"), key: join(K, "a.key"), dirs: [D, K] },
+			});
+			for (const w of perCycle) expect(w).toEqual(["storage-replace @web/site-a", "runtime-set @web/site-a"]);
+			expect(await readdir(D)).toEqual(["a.crt"]);
+			expect(await readdir(K)).toEqual(["a.key"]);
+		});
+
+		it(`HAProxy ${build.version}: killed between the key file and the certificate file (${how}), the next observation finishes the journal before it reads anything and sweeps a temp file left in the key's directory; served, the key matches, reload-safe`, async () => {
+			const names = ["a.lay.test"];
+			const first = await issueTestLeaf(ca, { names });
+			const next = await issueTestLeaf(ca, { names });
+			const h = await r.haproxy({
+				bin: build.bin,
+				sections: STORE_APART,
+				bindExtra: `crt "@web/site-a"`,
+				bindCrtDir: false,
+				bindCrtList: false,
+				files: { "D/a.crt": first.certPem + first.chainPem, "K/a.key": first.keyPem },
+			});
+			const [D, K] = [join(h.dir, "D"), join(h.dir, "K")];
+			// What a writer killed between its two renames leaves (pair.ts): the new key live in K, the new
+			// certificate still under its temp name in D, the journal in crt_dir; and an older write's temp key in K.
+			const certTemp = join(D, ".a.crt.certificatee-pair-0123456789ab.tmp");
+			await writeFile(certTemp, next.certPem + next.chainPem, { mode: 0o600 });
+			await writeFile(join(K, "a.key"), next.keyPem, { mode: 0o600 });
+			const journal = {
+				renames: [
+					{ from: join(K, ".a.key.certificatee-pair-ba9876543210.tmp"), to: join(K, "a.key") },
+					{ from: certTemp, to: join(D, "a.crt") },
+				],
+			};
+			await writeFile(join(D, ".certificatee-pair-00000000abcd.json"), JSON.stringify(journal), {
+				mode: 0o600,
+			});
+			const stray = join(K, ".a.key.certificatee-pair-fedcba987654.tmp");
+			await writeFile(stray, first.keyPem, { mode: 0o600 });
+			const old = new Date(Date.now() - 60_000);
+			await utimes(stray, old, old);
+			const t = r.runtime(
+				h,
+				how === "crt_stores"
+					? { crt_dir: D, crt_stores: { web: { crt_base: D, key_base: K } } }
+					: { crt_dir: D, haproxy_config: h.configPath },
+			);
+			const e = await cycle(t, [desiredFromLeaf("a", next, names)], { expectOk: true });
+			// The files are the new pair already: only HAProxy's memory is behind.
+			expect(writes(e)).toEqual(["runtime-set @web/site-a"]);
+			expect(await readdir(D)).toEqual(["a.crt"]);
+			expect(await readdir(K)).toEqual(["a.key"]);
+			expect(
+				keyMatches(await readFile(join(D, "a.crt"), "utf8"), await readFile(join(K, "a.key"), "utf8")),
+			).toBe(true);
+			expect(await servedSerial(h, "a.lay.test")).toBe(next.serial);
+			await assertReloadSafe(h);
+			expect(await servedSerial(h, "a.lay.test")).toBe(next.serial);
 		});
 	});
 }

@@ -2,7 +2,9 @@
  * A certificate and its separate key file are one pair (issue 23): a writer killed (SIGKILL) at a random
  * moment of a pair write leaves, once the next observation has finished its journal, a certificate file and a
  * key file that belong together, no journal and no temp file, and a configuration `haproxy -c` accepts.
- * 100 rounds per layout: a `key` argument (crt-store, 3.x) and an `X.key` companion (any version).
+ * 100 rounds per layout: a `key` argument (crt-store, 3.x), the same with the key file in a directory of its
+ * own (a store whose key-base is not its crt-base: the key's temp file goes there, so its rename is atomic)
+ * and an `X.key` companion (any version).
  */
 import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -76,7 +78,9 @@ interface Layout {
 	title: string;
 	bin: string;
 	by: "argument" | "companion";
-	files: (d: string) => { cert: string; key: string; config: string };
+	/** `k`: the key's directory, `d` itself unless the layout keeps keys apart. */
+	files: (d: string, k: string) => { cert: string; key: string; config: string };
+	keysApart?: boolean;
 }
 
 const layouts: Layout[] = [
@@ -102,14 +106,28 @@ const layouts: Layout[] = [
 			}),
 		}),
 	),
+	...haproxyBuilds(["3.4"]).map(
+		(build): Layout => ({
+			title: `HAProxy ${build.version}: a crt-store load whose key-base is another directory than its crt-base`,
+			bin: build.bin,
+			by: "argument",
+			keysApart: true,
+			files: (d, k) => ({
+				cert: join(d, "x.crt"),
+				key: join(k, "x.key"),
+				config: `${GLOBAL}crt-store s\n    crt-base ${d}\n    key-base ${k}\n    load crt "x.crt" key "x.key" alias "x"\nfrontend f\n    bind 127.0.0.1:1 ssl crt "@s/x"\n`,
+			}),
+		}),
+	),
 ];
 
 describe("haproxy-runtime: SIGKILL during a pair write", () => {
 	for (const layout of layouts) {
 		it(`${layout.title}: ${ROUNDS} kills; after the journal is finished the pair matches, nothing is left over, haproxy -c passes`, async () => {
 			const d = await mkdtemp(join(dir, "pair-"));
+			const k = layout.keysApart ? await mkdtemp(join(dir, "keys-")) : d;
 			const journalDir = await mkdtemp(join(dir, "journal-"));
-			const f = layout.files(d);
+			const f = layout.files(d, k);
 			await writeFile(f.cert, a.certPem + a.chainPem, { mode: 0o600 });
 			await writeFile(f.key, a.keyPem, { mode: 0o600 });
 			const configPath = join(d, "..", `${d.split("/").at(-1)}.cfg`);
@@ -120,12 +138,13 @@ describe("haproxy-runtime: SIGKILL during a pair write", () => {
 				const inside = await killDuringPair(args, Math.floor(Math.random() * 40), journalDir);
 				if (inside) midPair++;
 				await finishPairWrites(journalDir);
-				for (const x of [d, journalDir]) await removeLeftovers(x, new Date(), { minAgeMs: 0 });
+				for (const x of new Set([d, k, journalDir])) await removeLeftovers(x, new Date(), { minAgeMs: 0 });
 				const cert = await readFile(f.cert, "utf8");
 				const key = await readFile(f.key, "utf8");
 				expect(keyMatches(cert, key), `round ${round}: ${f.key} matches ${f.cert}`).toBe(true);
 				expect([a.certPem, b.certPem].some((c) => cert.startsWith(c))).toBe(true);
-				expect((await readdir(d)).sort(), `round ${round}: no temp file left`).toEqual(
+				const listed = [...(await readdir(d)), ...(k === d ? [] : await readdir(k))].sort();
+				expect(listed, `round ${round}: no temp file left`).toEqual(
 					[f.cert, f.key].map((p) => p.split("/").at(-1)).sort(),
 				);
 				expect(await readdir(journalDir)).toEqual([]);

@@ -86,10 +86,15 @@ export function keeperRef(
 		dnsOnly(r)
 			? desired.bundle.leaf.dnsNames
 			: [...desired.bundle.leaf.dnsNames, ...desired.bundle.leaf.ipAddresses];
+	// `<name>.crt` + `<name>.key` in a crt directory (ssl-load-extra-del-ext) is that certificate's own pair,
+	// refused while its key file is unknown (then nothing is written, not a second file beside it).
+	const delExtPair = (r: ObservedRef) =>
+		r.ref === canonical.replace(/\.pem$/, ".crt") &&
+		(r.placement?.key?.by === "companion" || r.placement?.unknown !== undefined);
 	const candidates = [...refs.values()].filter(
 		(r) =>
 			r.placement !== undefined &&
-			(IN_PLACE.has(r.placement.via) || r.placement.acme !== undefined) &&
+			(IN_PLACE.has(r.placement.via) || r.placement.acme !== undefined || delExtPair(r)) &&
 			r.runtime !== undefined &&
 			!taken.has(r.ref) &&
 			(r.runtime.keyType === undefined || r.runtime.keyType === desired.bundle.leaf.keyType) &&
