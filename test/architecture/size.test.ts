@@ -10,9 +10,8 @@ const FUNCTION_LIMIT = 60;
  * take it off; an entry within the limit fails the test, so the list stays true.
  */
 const FILES_OVER: Record<string, number> = {
-	"src/targets/haproxy/engine/endpoint.ts": 677,
+	"src/targets/haproxy/engine/endpoint.ts": 678,
 	"src/targets/haproxy-dataplane/observe.ts": 439,
-	"src/targets/haproxy/engine/classify.ts": 420,
 	"src/cli/commands/renew.ts": 409,
 };
 
@@ -22,7 +21,6 @@ const FILES_OVER: Record<string, number> = {
  */
 const FUNCTIONS_OVER: Record<string, number> = {
 	"src/daemon/engine.ts: buildEngine": 134,
-	"src/targets/haproxy/engine/classify.ts: classifyEndpoint": 123,
 	"src/targets/haproxy/engine/endpoint.ts: processEndpoint": 121,
 	"src/cli/print.ts: renderStatus": 106,
 	"src/metrics/server.ts: startHealthServer": 104,

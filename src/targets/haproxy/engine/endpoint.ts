@@ -26,9 +26,10 @@ import {
 import { verifyCanary } from "../../../reconcile/rollout-checks.js";
 import type { CheckResult, VerifySpec } from "../../../reconcile/rollout-view.js";
 import { batchGroups } from "./batches.js";
-import { classifyEndpoint, type DuplicatePolicy, type Side, sideMatches, type Verdict } from "./classify.js";
+import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
 import { type Observed, observeLive, workerChange, workerGone } from "./liveness.js";
 import { planEndpoint } from "./plan.js";
+import { sideMatches } from "./ref-content.js";
 import {
 	type BreakerState,
 	breakerCloses,

@@ -6,7 +6,7 @@
 import type { CertificateeError } from "../../../errors.js";
 import type { HaproxyAction, ObservedRef } from "../../../reconcile/model.js";
 import { type StepView, viewAction } from "../../../reconcile/report.js";
-import { sideMatches } from "./classify.js";
+import { sideMatches } from "./ref-content.js";
 
 /**
  * After a worker change every applied step says what the serving worker (or the disk) holds: a write it lacks

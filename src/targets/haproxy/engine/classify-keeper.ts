@@ -1,0 +1,72 @@
+/** The verdict on a keeper: the ref a desired certificate belongs in (missing, in sync, stale or refused). Pure. */
+import { bundleNames } from "../../../certificates/bundle.js";
+import { droppedNames } from "../../../certificates/names.js";
+import { downgradeRefusal } from "../../../reconcile/downgrade.js";
+import type { DesiredCertificate, ObservedRef } from "../../../reconcile/model.js";
+import type { Side, Verdict } from "../../../reconcile/verdict.js";
+import type { DuplicatePolicy } from "./classification.js";
+import { refNames, staleSidesOf } from "./ref-content.js";
+
+export function classifyKeeper(
+	ref: string,
+	desired: DesiredCertificate,
+	observed: ObservedRef | undefined,
+	policy: DuplicatePolicy,
+): Verdict {
+	const certificate = desired.name;
+	if (observed === undefined || (!observed.storage && !observed.runtime))
+		return { class: "missing", ref, certificate };
+	const notWritable = placementRefusal(ref, certificate, observed);
+	if (notWritable !== undefined) return notWritable;
+	const stale = staleSidesOf(observed, desired.bundle);
+	const missingSides: Side[] = (["storage", "runtime"] as const).filter((s) => observed[s] === undefined);
+	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
+	// Only HAProxy's memory differs from a file that already holds the desired certificate (a stop or another
+	// writer left storage ahead): it follows the file, which a reload would serve anyway, so nothing is refused.
+	if (!stale.includes("storage") && !missingSides.includes("storage"))
+		return { class: "stale", ref, certificate, sides: stale, missingSides };
+	// An operator's deliberate replacement (a key compromise, a CA change) goes out over a later expiry.
+	const downgrade =
+		policy.neverDowngrade && desired.replacement === undefined
+			? downgradeRefusal(
+					stale.map((side) => observed[side]),
+					desired.bundle.leaf,
+				)
+			: undefined;
+	if (downgrade !== undefined)
+		return { class: "refused", ref, certificate, code: "UPDATE_WOULD_DOWNGRADE", why: downgrade };
+	if (!policy.allowNameRemoval) {
+		const dropped = droppedNames(refNames(observed), bundleNames(desired.bundle));
+		if (dropped.length > 0 && stale.length > 0) {
+			return {
+				class: "refused",
+				ref,
+				certificate,
+				code: "UPDATE_DROPS_NAMES",
+				why: `the new certificate would stop covering ${dropped.join(", ")}, which ${ref} covers now (set allow_name_removal to push it)`,
+			};
+		}
+	}
+	return { class: "stale", ref, certificate, sides: stale, missingSides };
+}
+
+/**
+ * A keeper whose files certificatee must not write: HAProxy's own ACME manages it, or its files are unknown.
+ * Refused (reported, nothing written) whether or not it is current.
+ */
+function placementRefusal(ref: string, certificate: string, observed: ObservedRef): Verdict | undefined {
+	const p = observed.placement;
+	if (p?.acme !== undefined) {
+		return {
+			class: "refused",
+			ref,
+			certificate,
+			code: "MANAGED_BY_HAPROXY_ACME",
+			why: `HAProxy's own ACME client (acme section "${p.acme}") manages ${ref}, which serves these names: certificatee never writes it. Remove the certificate from certificatee's configuration, or the acme keyword from its load line and reload`,
+		};
+	}
+	if (p?.unknown !== undefined) {
+		return { class: "refused", ref, certificate, code: "PLACEMENT_UNKNOWN", why: p.unknown, ...p.unknownAs };
+	}
+	return undefined;
+}
