@@ -23,7 +23,7 @@ import { type Replacement, readCertificateRecord, writeReplacement } from "../..
 import type { StateStore } from "../../store/types.js";
 import type { CommandContext } from "../context.js";
 import { syncCommand } from "./cycle.js";
-import { askDaemon, openLocalOrDaemon, waitMs } from "./renew.js";
+import { askDaemon, openLocalOrDaemon, waitMs } from "./daemon-request.js";
 
 export async function replaceCommand(
 	ctx: CommandContext,
