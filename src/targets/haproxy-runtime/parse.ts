@@ -2,6 +2,7 @@
  * Pure parsing of HAProxy runtime API (CLI) answers, as measured on 2.6.12 and 3.2
  * (test/targets/haproxy-runtime/parse.test.ts holds the answers). No I/O: text in, typed data or a verdict out.
  */
+import { createInterner, flat, intern } from "../../base/intern.js";
 import { normaliseSerial } from "../../certificates/index.js";
 import type { ErrorCode } from "../../errors.js";
 import { saysInUse } from "../haproxy/refusals.js";
@@ -66,7 +67,7 @@ export function parseCertList(text: string): CertList {
 			continue;
 		}
 		if (section === "transaction") result.transaction = line.startsWith("*") ? line.slice(1) : line;
-		else if (section === "filename") result.names.push(line);
+		else if (section === "filename") result.names.push(flat(line));
 	}
 	return result;
 }
@@ -81,6 +82,14 @@ export function parseHaproxyDate(value: string): Date | undefined {
 }
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
+// Dates as HAProxy prints them, kept once: 50 nodes holding the same certificate print the same two dates.
+const dates = createInterner<Date | undefined>();
+
+/**
+ * `show ssl cert <name>`. Every value is kept as a copy of its own (interned: the same serial, fingerprint,
+ * subject, names and dates read from many nodes are one string, one array, one Date), never as a slice of the
+ * answer, so a detail kept between observations does not keep the answer it was read from.
+ */
 export function parseCertDetail(text: string): CertDetail {
 	const detail: CertDetail = { filename: "", status: "", sans: [], chain: [] };
 	let pendingChainSubject: string | undefined;
@@ -90,50 +99,50 @@ export function parseCertDetail(text: string): CertDetail {
 		const value = colon < 0 ? "" : line.slice(colon + 2).trim();
 		switch (key) {
 			case "Filename":
-				detail.filename = value;
+				detail.filename = flat(value);
 				break;
 			case "Crt filename":
-				detail.crtFilename = value;
+				detail.crtFilename = flat(value);
 				break;
 			case "Key filename":
-				detail.keyFilename = value;
+				detail.keyFilename = flat(value);
 				break;
 			case "Status":
-				detail.status = value;
+				detail.status = intern(value);
 				break;
 			case "Serial":
-				detail.serial = normaliseSerial(value);
+				detail.serial = intern(normaliseSerial(value));
 				break;
 			case "notBefore":
-				detail.notBefore = parseHaproxyDate(value);
+				detail.notBefore = dates.get(value, parseHaproxyDate);
 				break;
 			case "notAfter":
-				detail.notAfter = parseHaproxyDate(value);
+				detail.notAfter = dates.get(value, parseHaproxyDate);
 				break;
 			case "Subject Alternative Name":
 				detail.sans = value
 					.split(",")
 					.map((s) => s.trim())
 					.filter((s) => s.startsWith("DNS:"))
-					.map((s) => s.slice(4).toLowerCase());
+					.map((s) => intern(s.slice(4).toLowerCase()));
 				break;
 			case "Algorithm":
-				detail.algorithm = value;
+				detail.algorithm = intern(value);
 				break;
 			case "SHA1 FingerPrint":
-				detail.sha1 = value.toUpperCase();
+				detail.sha1 = intern(value.toUpperCase());
 				break;
 			case "Subject":
-				detail.subject = value;
+				detail.subject = intern(value);
 				break;
 			case "Issuer":
-				detail.issuer = value;
+				detail.issuer = intern(value);
 				break;
 			case "Chain Subject":
-				pendingChainSubject = value;
+				pendingChainSubject = intern(value);
 				break;
 			case "Chain Issuer":
-				detail.chain.push({ subject: pendingChainSubject ?? "", issuer: value });
+				detail.chain.push({ subject: pendingChainSubject ?? "", issuer: intern(value) });
 				pendingChainSubject = undefined;
 				break;
 		}
@@ -154,7 +163,7 @@ export function parseCrtList(text: string): CrtListEntry[] {
 		const m = /^(\S+?)(?::(\d+))?(?:\s+\[([^\]]*)\])?(?:\s+(.*))?$/.exec(raw);
 		if (!m) continue;
 		const entry: CrtListEntry = {
-			file: m[1] ?? "",
+			file: flat(m[1] ?? ""),
 			filters: (m[4] ?? "").split(/\s+/).filter((f) => f !== ""),
 		};
 		if (m[2] !== undefined) entry.line = Number(m[2]);

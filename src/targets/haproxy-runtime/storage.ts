@@ -3,11 +3,12 @@
  * Writes are atomic (dot-named temp file, which HAProxy's directory loading skips; fsync; rename;
  * fsync of the directory, once for a batch of files) and private (0600).
  */
-import { randomBytes, X509Certificate } from "node:crypto";
+import { createHash, randomBytes, X509Certificate } from "node:crypto";
 import { statSync } from "node:fs";
 import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import pLimit from "p-limit";
+import { createInterner } from "../../base/intern.js";
 import { commonName } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 import { leafMeta } from "../../reconcile/leaf-meta.js";
@@ -18,6 +19,18 @@ const COMPANION = /\.(key|ocsp|issuer|sctl)$/;
 
 /** Parsed files by ref, reused while a file's inode, size and times are unchanged; keyInside: the PEM holds a key. */
 export type CrtDirCache = Map<string, { stamp: string; meta: RefMeta; keyInside?: boolean }>;
+
+/**
+ * Files parsed by content, for every endpoint of the process: the nodes of a fleet hold the same certificates,
+ * so one parse (and one RefMeta, never changed once made) serves all of them. Keyed by the content's SHA-256,
+ * so no key material is kept as a key.
+ */
+const parsed = createInterner<{ meta: RefMeta; keyInside: boolean }>(20_000);
+
+function parseFile(pem: string): { meta: RefMeta; keyInside: boolean } {
+	const digest = createHash("sha256").update(pem).digest("base64");
+	return parsed.get(digest, () => ({ meta: leafMeta(pem), keyInside: holdsKey(pem) }));
+}
 
 /** What a crt_dir listing says of its layout: every name in it, and the certificate files that hold no key. */
 export interface CrtDirLayout {
@@ -59,9 +72,7 @@ export async function readCrtDir(
 	}
 	await Promise.all(
 		toRead.map(async ({ ref, stamp }) => {
-			const pem = await readFile(join(dir, ref), "utf8");
-			const meta = leafMeta(pem);
-			const keyInside = holdsKey(pem);
+			const { meta, keyInside } = parseFile(await readFile(join(dir, ref), "utf8"));
 			cache.set(ref, { stamp, meta, keyInside });
 			refs.set(ref, meta);
 			if (!keyInside) layout?.keyless.add(ref);
