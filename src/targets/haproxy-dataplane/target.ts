@@ -12,7 +12,9 @@ export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps
 			allowNameRemoval: config.allow_name_removal,
 			storageDir: config.storage_dir,
 			bufsize: config.bufsize,
-			fullObservationEvery: config.full_observation_every,
+			// In a cluster (never downgrade on) other members write the same endpoints: a listing that names the same
+			// items proves nothing about their content there, so every observation is full.
+			fullObservationEvery: deps.neverDowngrade ? 1 : config.full_observation_every,
 			...(deps.warn ? { warn: deps.warn } : {}),
 		}),
 	);
