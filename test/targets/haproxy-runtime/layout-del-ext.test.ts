@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import type { Haproxy } from "../../harness/haproxy.js";
 import { haproxyBuilds } from "../../harness/haproxy-builds.js";
-import { syncOnce as cycle, rig, okWrites as writes } from "../../harness/targets.js";
+import { syncOnce as cycle, rig, servedSerial, okWrites as writes } from "../../harness/targets.js";
 import { desiredFromLeaf } from "../../reconcile/scenario.js";
 import { renewThreeTimes } from "./layout-scenario.js";
 
@@ -80,6 +80,55 @@ for (const build of haproxyBuilds(["2.6", "2.8", "3.0", "3.2", "3.4"])) {
 			);
 			expect(await readFile(join(h.crtDir, "site.crt"), "utf8")).toBe(before);
 			expect((await readdir(h.crtDir)).sort()).toEqual(["site.crt", "site.key"]);
+		});
+
+		it(`HAProxy ${build.version}: a haproxy_config that cannot be read ${printsKeyFile ? "does not stop the pair Key filename places" : "refuses the pair that depends on it (HAPROXY_CONFIG_INVALID, naming the file)"}; a combined PEM beside it is renewed as ever`, async () => {
+			const names = ["site.lay.test"];
+			const other = ["other.lay.test"];
+			const firstSite = await issueTestLeaf(ca, { names });
+			const firstOther = await issueTestLeaf(ca, { names: other });
+			const h = await r.haproxy({
+				bin: build.bin,
+				globalLines: ["ssl-load-extra-del-ext"],
+				crtDir: {
+					"site.crt": firstSite.certPem + firstSite.chainPem,
+					"site.key": firstSite.keyPem,
+					"other.pem": firstOther.combinedPem,
+				},
+			});
+			const missing = join(h.dir, "missing.cfg");
+			const t = r.runtime(h, { haproxy_config: missing });
+			const next = await issueTestLeaf(ca, { names: other });
+			const e = await cycle(
+				t,
+				[
+					desiredFromLeaf("site", await issueTestLeaf(ca, { names }), names),
+					desiredFromLeaf("other", next, other),
+				],
+				{ expectOk: true },
+			);
+			if (printsKeyFile) {
+				// 3.2+ print site.key as its Key filename: the running HAProxy says it without the configuration.
+				expect(writes(e).sort()).toEqual([
+					"runtime-set other.pem",
+					"runtime-set site.crt",
+					"storage-replace other.pem",
+					"storage-replace site.crt",
+				]);
+				expect(await servedSerial(h, "other.lay.test")).toBe(next.serial);
+				return;
+			}
+			expect(writes(e)).toEqual(["storage-replace other.pem", "runtime-set other.pem"]);
+			expect(e.verdicts).toContainEqual(
+				expect.objectContaining({
+					class: "refused",
+					ref: "site.crt",
+					code: "HAPROXY_CONFIG_INVALID",
+					why: expect.stringContaining(missing),
+				}),
+			);
+			expect(await readFile(join(h.crtDir, "site.crt"), "utf8")).toBe(firstSite.certPem + firstSite.chainPem);
+			expect(await servedSerial(h, "other.lay.test")).toBe(next.serial);
 		});
 	});
 }
