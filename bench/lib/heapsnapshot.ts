@@ -44,7 +44,12 @@ export function summariseHeap(file: string, top = 30): HeapSummary {
 		g.bytes += size;
 		groups.set(key, g);
 		if (isString) {
-			const value = rawName.length > 80 ? `${rawName.slice(0, 77)}...` : rawName;
+			// Key material never reaches a summary (a file that may be committed): only that it was there.
+			const value = /PRIVATE KEY/.test(rawName)
+				? "(a PEM holding a private key: redacted)"
+				: rawName.length > 80
+					? `${rawName.slice(0, 77)}...`
+					: rawName;
 			const st = strings.get(value) ?? { count: 0, bytes: 0 };
 			st.count += 1;
 			st.bytes += size;
