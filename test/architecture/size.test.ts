@@ -11,7 +11,7 @@ const FUNCTION_LIMIT = 60;
  */
 const FILES_OVER: Record<string, number> = {
 	"src/targets/haproxy/engine/endpoint.ts": 678,
-	"src/targets/haproxy-dataplane/observe.ts": 439,
+	"src/targets/haproxy-dataplane/observe.ts": 401,
 };
 
 /**

@@ -3,7 +3,7 @@
  * metadata, and the crt-lists that reference them, joined into ObservedRefs. The mapping is pure
  * (`joinRefs`, `storageMeta`, `runtimeMeta`); `observeEndpoint` only fetches.
  */
-import { basename, dirname } from "node:path";
+import { basename } from "node:path";
 import { parseSubjectAltName } from "../../certificates/bundle.js";
 import { keyTypeOf } from "../../certificates/chain.js";
 import { nameSet, normaliseSerial } from "../../certificates/names.js";
@@ -15,13 +15,14 @@ import type {
 	RefMeta,
 	ServedCertificate,
 } from "../../reconcile/model.js";
-import { crtListLine, isCrtDirectory } from "../haproxy/crt-list.js";
 import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { DataplaneClient } from "./client.js";
+import { crtListMembership, describeCrtLists } from "./crt-list-view.js";
 import { type LoadPlacement, placeLoads } from "./crt-stores.js";
 import type { FetchedRuntime, FetchedStorage, Listed, Reusable } from "./memory.js";
 import { runJobs } from "./run-jobs.js";
 import type { CrtListEntry, CrtLoad, CrtStore, SslCertificate } from "./schema.js";
+import { placeSeparateKeys, separateKeyFiles } from "./separate-keys.js";
 
 function date(value: string | null | undefined): Date | undefined {
 	if (!value) return undefined;
@@ -225,61 +226,6 @@ async function fetchRuntime(
 	}
 }
 
-/**
- * Which crt-lists are files, with the lines HAProxy shows for each certificate. The API names a crt-list
- * file by its path; a crt directory by the directory. None is editable here: the API's storage crt-list
- * endpoints always reload HAProxy (docs/haproxy-dataplane-target.md).
- */
-export function describeCrtLists(
-	lists: ReadonlyArray<{ list: string; entries: readonly CrtListEntry[] }>,
-	crtDirectories: readonly string[],
-): ObservedCrtList[] {
-	return lists.map(({ list, entries }) => {
-		if (isCrtDirectory(list, entries, crtDirectories))
-			return { name: list, kind: "directory", editable: false };
-		const lines: Record<string, string[]> = {};
-		for (const e of entries) {
-			const line = crtListLine({
-				file: e.file,
-				...(e.ssl_bind_config ? { options: e.ssl_bind_config } : {}),
-				filters: e.sni_filter ?? [],
-			});
-			lines[e.file] = [...(lines[e.file] ?? []), line];
-		}
-		return { name: list, kind: "file", editable: false, lines };
-	});
-}
-
-/** A crt-list as HAProxy names a directory may or may not end in "/". */
-const withoutSlash = (path: string) => path.replace(/\/+$/, "") || "/";
-
-/**
- * Which crt-lists reference each runtime certificate. HAProxy lists a `crt <dir>/` directory as a crt-list
- * named by the directory, and prints its members with line number 0, which client-native's parser drops: the
- * API answers with no entries. So a list named like the storage directory holds every runtime certificate
- * directly inside that directory (except `Unused` ones, which no list or directory references), whatever
- * its entries say.
- */
-export function crtListMembership(
-	lists: ReadonlyArray<{ list: string; entries: ReadonlyArray<{ file: string }> }>,
-	runtime: readonly FetchedRuntime[],
-	storageDir?: string,
-): Map<string, string[]> {
-	const members = new Map<string, Set<string>>();
-	const add = (file: string, list: string) => members.set(file, (members.get(file) ?? new Set()).add(list));
-	for (const { list, entries } of lists) for (const e of entries) add(e.file, list);
-	if (storageDir !== undefined) {
-		const dir = withoutSlash(storageDir);
-		for (const { list } of lists) {
-			if (withoutSlash(list) !== dir) continue;
-			for (const r of runtime) {
-				if (dirname(r.name) === dir && r.meta.status !== "Unused") add(r.name, list);
-			}
-		}
-	}
-	return new Map([...members].map(([file, set]) => [file, [...set]]));
-}
-
 export interface ObserveOptions {
 	/** A TLS handshake by SNI at the endpoint's probe address, when it has one. */
 	probe?: (sni: string, signal: AbortSignal) => Promise<ServedCertificate>;
@@ -370,6 +316,25 @@ async function fetchListings(client: DataplaneClient, concurrency: number, signa
 }
 
 /**
+ * Files the storage listing skips (a certificate without its key, a key alone) that a ref is made of: read by
+ * name anyway (the GET answers), into `byName`; one that answers nothing stays out.
+ */
+async function fetchUnlisted(
+	client: DataplaneClient,
+	wanted: readonly string[],
+	byName: Map<string, FetchedStorage>,
+	concurrency: number,
+	signal: AbortSignal,
+): Promise<void> {
+	const unlisted = [...new Set(wanted)].filter((f) => !byName.has(f));
+	const extra = new Array<FetchedStorage>(unlisted.length);
+	await runJobs(unlisted.length, concurrency, async (k) => {
+		extra[k] = await fetchStorage(client, { storageName: unlisted[k] as string }, signal);
+	});
+	for (const f of extra) if (Object.keys(f.meta).length > 0) byName.set(f.storageName, f);
+}
+
+/**
  * Fetches everything (bounded concurrency) and joins it. Throws the first endpoint error. A storage name the
  * API's sanitiser changes is never fetched: its GET would answer for another file (the keeper's, typically).
  * crt-store loads come from the configuration endpoints; their certificate and key files are read even when
@@ -413,26 +378,23 @@ export async function observeEndpoint(
 	// The files of crt-store loads are part of their load's ref, never refs of their own.
 	const storeFiles = new Set(placements.flatMap((p) => [p.certRef, p.keyRef]).filter((f) => f !== undefined));
 	const byName = new Map(storage.map((f) => [f.storageName, f]));
-	const unlisted = [...storeFiles].filter((f) => !byName.has(f));
-	const extra = new Array<FetchedStorage>(unlisted.length);
-	await runJobs(unlisted.length, options.concurrency, async (k) => {
-		extra[k] = await fetchStorage(client, { storageName: unlisted[k] as string }, signal);
-	});
-	for (const f of extra) if (Object.keys(f.meta).length > 0) byName.set(f.storageName, f);
-	const served = await servedForUnreadable(placements, byName, runtime, options.probe, signal);
 	const placedNames = new Set(placements.map((p) => p.runtimeName));
 	const plainRuntime = runtime.filter((r) => !r.name.startsWith("@") && !placedNames.has(r.name));
-	const crtDirectories = options.storageDir === undefined ? [] : [options.storageDir];
+	const members = crtListMembership(entries, plainRuntime, options.storageDir);
+	const separate = separateKeyFiles(plainRuntime, byName, options.storageDir);
+	await fetchUnlisted(client, [...storeFiles, ...separate.values()], byName, options.concurrency, signal);
+	const served = await servedForUnreadable(placements, byName, runtime, options.probe, signal);
+	const plain = joinRefs(
+		storage.filter((f) => !storeFiles.has(f.storageName)),
+		plainRuntime,
+		members,
+	);
 	return {
 		refs: [
-			...joinRefs(
-				storage.filter((f) => !storeFiles.has(f.storageName)),
-				plainRuntime,
-				crtListMembership(entries, plainRuntime, options.storageDir),
-			),
+			...placeSeparateKeys(plain, separate, byName, entries),
 			...crtStoreRefs(placements, byName, runtime, served),
 		].sort((a, b) => a.ref.localeCompare(b.ref)),
-		crtLists: describeCrtLists(entries, crtDirectories),
+		crtLists: describeCrtLists(entries, options.storageDir === undefined ? [] : [options.storageDir]),
 		fetched: { storage, runtime, crtLists: crtListKey },
 		reused: reuse !== undefined,
 	};

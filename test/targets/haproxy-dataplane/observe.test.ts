@@ -1,10 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-	crtListMembership,
-	joinRefs,
-	runtimeMeta,
-	storageMeta,
-} from "../../../src/targets/haproxy-dataplane/observe.js";
+import { crtListMembership } from "../../../src/targets/haproxy-dataplane/crt-list-view.js";
+import { joinRefs, runtimeMeta, storageMeta } from "../../../src/targets/haproxy-dataplane/observe.js";
 
 describe("targets/haproxy-dataplane/observe", () => {
 	it("normalises a storage answer: decimal serial to hex, names from domains and IPs", () => {
