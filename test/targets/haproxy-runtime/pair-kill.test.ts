@@ -123,7 +123,7 @@ const layouts: Layout[] = [
 
 describe("haproxy-runtime: SIGKILL during a pair write", () => {
 	for (const layout of layouts) {
-		it(`${layout.title}: ${ROUNDS} kills; after the journal is finished the pair matches, nothing is left over, haproxy -c passes`, async () => {
+		it(`${layout.title}: at least ${ROUNDS} kills; after the journal is finished the pair matches, nothing is left over, haproxy -c passes`, async () => {
 			const d = await mkdtemp(join(dir, "pair-"));
 			const k = layout.keysApart ? await mkdtemp(join(dir, "keys-")) : d;
 			const journalDir = await mkdtemp(join(dir, "journal-"));
@@ -133,7 +133,10 @@ describe("haproxy-runtime: SIGKILL during a pair write", () => {
 			const configPath = join(d, "..", `${d.split("/").at(-1)}.cfg`);
 			await writeFile(configPath, f.config);
 			let midPair = 0;
-			for (let round = 0; round < ROUNDS; round++) {
+			// A loaded machine delays the child's first write past more of the random kill times: up to ROUNDS more
+			// rounds until enough kills landed inside a pair (every round checks the same), never fewer than ROUNDS.
+			const enough = () => midPair > ROUNDS / 20;
+			for (let round = 0; round < ROUNDS || (!enough() && round < 2 * ROUNDS); round++) {
 				const args = [journalDir, f.cert, f.key, layout.by, join(dir, "a.pem"), join(dir, "b.pem")];
 				const inside = await killDuringPair(args, Math.floor(Math.random() * 40), journalDir);
 				if (inside) midPair++;
