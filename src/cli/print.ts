@@ -1,16 +1,13 @@
-/** Human renderings of a cycle report: the plan and the status screen. The data is the report itself. */
-import { formatDuration } from "../base/duration.js";
+/** Human renderings of a cycle report: the plan (and the lines the status screen shares with it), the cluster. */
 import type { ClusterView } from "../metrics/cluster.js";
-import { type StatusSummary, statusSummary } from "../metrics/status-view.js";
-import { absentCertificates, endpointState } from "../reconcile/convergence.js";
 import { endpointFailures } from "../reconcile/failures.js";
 import { cycleOutcome, outcomeLine } from "../reconcile/outcome.js";
 import type { ReloadsView } from "../reconcile/report.js";
 import { type CycleReport, type EndpointReport, type RenewalView, stepCounts } from "../reconcile/report.js";
 import type { Verdict } from "../reconcile/verdict.js";
-import { type Cell, renderTable, type Styler } from "./table.js";
+import { renderTable, type Styler } from "./table.js";
 
-function verdictLine(v: Verdict): string {
+export function verdictLine(v: Verdict): string {
 	switch (v.class) {
 		case "in-sync":
 		case "missing":
@@ -64,7 +61,7 @@ export function renderPlan(report: CycleReport, style: Styler): string[] {
 	return out;
 }
 
-const hint = (h: string | undefined) => (h ? ` (hint: ${h})` : "");
+export const hint = (h: string | undefined): string => (h ? ` (hint: ${h})` : "");
 
 /** Each rollout's stages in order, the current one marked: what plan, sync and status show of it. */
 export function rolloutLines(report: CycleReport, style: Styler): string[] {
@@ -109,34 +106,43 @@ function orderLine(r: RenewalView, mode: "plan" | "sync"): string | undefined {
 	}
 }
 
-function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
-	const out: string[] = [];
+export function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 	if (e.error) {
-		out.push(
+		return [
 			`  ${e.endpoint}: ${style.paint({ text: `skipped: ${e.error.code}: ${e.error.message}`, colour: "red" })}`,
-		);
-		return out;
+		];
 	}
+	return [
+		`  ${e.endpoint}: ${planHead(e, style)}`,
+		...e.steps.map((s) => stepLine(s, style)),
+		...noteLines(e, style),
+		...reloadLines(e, style),
+		...attentionLines(e, style),
+	];
+}
+
+/** "in sync", the changes a plan would make, or what a sync wrote and did not. */
+function planHead(e: EndpointReport, style: Styler): string {
 	const counts = stepCounts(e.steps);
 	const failed = counts.failed + counts.skipped;
-	const head =
-		e.steps.length === 0
-			? style.paint({ text: "in sync", colour: "green" })
-			: e.steps[0]?.result === undefined
-				? `${e.steps.length} change(s)`
-				: style.paint({
-						text: `${e.steps.length - failed} written, ${failed} failed or skipped`,
-						colour: failed > 0 ? "red" : "green",
-					});
-	out.push(`  ${e.endpoint}: ${head}`);
-	for (const s of e.steps) {
-		const result = s.result
-			? ` [${s.result}${s.error ? `: ${s.error.message}${s.error.hint ? ` (hint: ${s.error.hint})` : ""}` : ""}]`
-			: "";
-		out.push(
-			`    ${style.paint({ text: s.op, colour: s.op.includes("delete") || s.op.includes("remove") ? "yellow" : "cyan" })} ${s.ref}${s.serial ? ` serial ${s.serial}` : ""}${s.crtList ? ` in ${s.crtList}` : ""}: ${s.why}${result}`,
-		);
-	}
+	if (e.steps.length === 0) return style.paint({ text: "in sync", colour: "green" });
+	if (e.steps[0]?.result === undefined) return `${e.steps.length} change(s)`;
+	return style.paint({
+		text: `${e.steps.length - failed} written, ${failed} failed or skipped`,
+		colour: failed > 0 ? "red" : "green",
+	});
+}
+
+function stepLine(s: EndpointReport["steps"][number], style: Styler): string {
+	const result = s.result
+		? ` [${s.result}${s.error ? `: ${s.error.message}${s.error.hint ? ` (hint: ${s.error.hint})` : ""}` : ""}]`
+		: "";
+	return `    ${style.paint({ text: s.op, colour: s.op.includes("delete") || s.op.includes("remove") ? "yellow" : "cyan" })} ${s.ref}${s.serial ? ` serial ${s.serial}` : ""}${s.crtList ? ` in ${s.crtList}` : ""}: ${s.why}${result}`;
+}
+
+/** Certificates held back, what is served after the writes, and the verdicts and notes worth a line. */
+function noteLines(e: EndpointReport, style: Styler): string[] {
+	const out: string[] = [];
 	for (const h of e.held ?? [])
 		out.push(
 			`    ${style.paint({ text: "held", colour: h.failed ? "red" : "yellow" })} ${h.certificate}: ${h.code}: ${h.message}`,
@@ -150,6 +156,12 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 		out.push(`    ${style.paint({ text: "note", colour: "dim" })} ${verdictLine(v)}`);
 	}
 	for (const n of e.notes) out.push(`    ${style.paint({ text: "note", colour: "dim" })} ${n}`);
+	return out;
+}
+
+/** This cycle's reload decision, and the reload breaker when it is open. */
+function reloadLines(e: EndpointReport, style: Styler): string[] {
+	const out: string[] = [];
 	const cycle = e.reloads?.cycle;
 	if (cycle) {
 		const ok = cycle.decision === "reloaded" && cycle.result === "ok";
@@ -163,171 +175,21 @@ function renderEndpointPlan(e: EndpointReport, style: Styler): string[] {
 			`    ${style.paint({ text: "reload breaker open", colour: "red" })} ${e.reloads.breaker.message}`,
 		);
 	}
-	// A shadowed name says what frees it, once per culprit.
+	return out;
+}
+
+/** What frees a shadowed name (once per culprit), and each name not served as desired. */
+function attentionLines(e: EndpointReport, style: Styler): string[] {
 	const fixes = new Set(
 		endpointFailures(e).flatMap((f) => (f.kind === "shadowed" && f.hint ? [f.hint] : [])),
 	);
-	for (const fix of fixes) out.push(`    ${style.paint({ text: "to fix", colour: "red" })} ${fix}`);
+	const out = [...fixes].map((fix) => `    ${style.paint({ text: "to fix", colour: "red" })} ${fix}`);
 	for (const s of e.served.filter((x) => !x.match)) {
 		out.push(
 			`    ${style.paint({ text: "served", colour: "red" })} ${s.sni}: ${s.servedSerial ?? s.error} (want ${s.expectedSerial})`,
 		);
 	}
 	return out;
-}
-
-export interface StatusOptions {
-	now: Date;
-	endpoint?: string;
-}
-
-function expiresIn(notAfter: string | undefined, now: Date): Cell {
-	if (notAfter === undefined) return { text: "-", colour: "red" };
-	const ms = Date.parse(notAfter) - now.getTime();
-	return {
-		text: ms <= 0 ? "EXPIRED" : formatDuration(ms),
-		colour: ms <= 0 ? "red" : ms < 7 * 86_400_000 ? "yellow" : "green",
-	};
-}
-
-const STATE_COLOUR = {
-	issued: "green",
-	source: "green",
-	due: "cyan",
-	ordering: "cyan",
-	failing: "red",
-	"backing-off": "red",
-	capped: "red",
-} as const;
-
-export function renderStatus(full: CycleReport, style: Styler, options: StatusOptions): string[] {
-	// --endpoint NAME: every part of the view is about that endpoint alone (its target's column counts it only).
-	const report = options.endpoint === undefined ? full : onlyEndpoint(full, options.endpoint);
-	const endpoints = report.targets.flatMap((t) => t.endpoints);
-	const targetNames = report.targets.map((t) => t.target);
-	const summary: StatusSummary = statusSummary(report);
-	// An endpoint that is down is said once, below, not again for each certificate it should carry.
-	const down = new Set(
-		endpoints
-			.filter((e) => endpointState(e).state === "unobserved")
-			.map((e) => `${e.target}/${e.endpoint}: `),
-	);
-	const rows = summary.certificates.map((c) => [
-		c.name,
-		c.names.join(","),
-		c.origin ? `${shortOrigin(c.origin)}${c.profile ? ` (${c.profile})` : ""}` : "not issued",
-		expiresIn(c.notAfter, options.now),
-		c.nextAttempt ? formatDuration(Math.max(0, Date.parse(c.nextAttempt) - options.now.getTime())) : "-",
-		{ text: c.state, colour: STATE_COLOUR[c.state] },
-		...c.targets.map(
-			(t): Cell => ({
-				text: `${t.converged}/${t.total}`,
-				colour: t.converged === t.total ? "green" : "red",
-			}),
-		),
-	]);
-	const out = renderTable(
-		["CERTIFICATE", "NAMES", "FROM", "EXPIRES IN", "RENEWS IN", "STATE", ...targetNames],
-		rows,
-		style,
-	);
-	// Why: each certificate that needs attention, then each cell that is not converged.
-	const why: string[] = [];
-	for (const c of summary.certificates) {
-		if (c.state !== "issued" && c.state !== "source") {
-			why.push(style.paint({ text: `${c.name}: ${c.stateText}`, colour: STATE_COLOUR[c.state] }));
-			if (c.lastError) why.push(`  last error ${c.lastError.code}: ${c.lastError.message}`);
-			if (c.lastError?.hint) why.push(`  hint: ${c.lastError.hint}`);
-			if (c.nextAttempt) why.push(`  next attempt ${c.nextAttempt}`);
-		}
-		if (c.replacement) {
-			const was = c.replacement.replaces
-				? ` of serial ${c.replacement.replaces.serial} (expires ${c.replacement.replaces.notAfter})`
-				: "";
-			why.push(
-				style.paint({
-					text: `${c.name}: deliberate replacement${was} by ${c.replacement.by} at ${c.replacement.requestedAt}: ${c.replacement.reason}`,
-					colour: "cyan",
-				}),
-			);
-		}
-		for (const p of c.problems ?? []) {
-			why.push(style.paint({ text: `${c.name}: ${p.code}: ${p.message}`, colour: "yellow" }));
-			if (p.hint) why.push(`  hint: ${p.hint}`);
-		}
-		for (const t of c.targets)
-			for (const r of t.reasons)
-				if (![...down].some((d) => `${t.target}/${r}`.startsWith(d)))
-					why.push(`${c.name} on ${t.target}/${r}`);
-	}
-	if (why.length > 0) out.push("", ...why);
-	const detail = endpoints.filter((e) => options.endpoint === undefined || e.endpoint === options.endpoint);
-	const extra = detail.flatMap((e) =>
-		e.verdicts
-			.filter((v) => !(v.class === "in-sync" || v.class === "stale" || v.class === "missing"))
-			.map((v) => [e.target, e.endpoint, v.class, verdictLine(v)]),
-	);
-	if (options.endpoint !== undefined) {
-		out.push("");
-		for (const e of detail) out.push(...renderEndpointPlan(e, style));
-	} else if (extra.length > 0) {
-		out.push("");
-		out.push(...renderTable(["TARGET", "ENDPOINT", "CLASS", "DETAIL"], extra, style));
-	}
-	const absent = absentCertificates(report);
-	for (const e of endpoints) {
-		const state = endpointState(e, absent);
-		if (state.state === "converged") continue;
-		const word = state.state === "unobserved" ? "down" : state.state;
-		const colour = state.state === "pending" ? "yellow" : "red";
-		out.push(
-			style.paint({
-				text: `${e.target}/${e.endpoint} ${word}: ${state.reason}${hint(state.hint ?? e.error?.hint)}`,
-				colour,
-			}),
-		);
-	}
-	for (const e of summary.endpoints) {
-		const line = reloadsLine(e.reloads);
-		if (line)
-			out.push(
-				style.paint({
-					text: `${e.target}/${e.endpoint} reloads: ${line}`,
-					colour: line.includes("breaker OPEN") ? "red" : undefined,
-				}),
-			);
-	}
-	// A problem of a certificate in the table is said beside it, above.
-	const shown = new Set(summary.certificates.map((c) => c.name));
-	for (const p of report.sourceProblems)
-		if (p.certificate === undefined || !shown.has(p.certificate))
-			out.push(style.paint({ text: `source problem: ${p.message}${hint(p.hint)}`, colour: "yellow" }));
-	const rollouts = rolloutLines(report, style);
-	if (rollouts.length > 0) out.push("", ...rollouts);
-	return out;
-}
-
-/** The report with only the endpoint named NAME (and the targets that have it). */
-function onlyEndpoint(report: CycleReport, name: string): CycleReport {
-	const targets = report.targets
-		.map((t) => ({ ...t, endpoints: t.endpoints.filter((e) => e.endpoint === name) }))
-		.filter((t) => t.endpoints.length > 0);
-	return { ...report, targets };
-}
-
-/**
- * Where a certificate comes from, as wide as the table can afford: a source file by its source and file name
- * ("files: a.pem", not the full path), an issued one by its issuer (its serial is in the detail and --json).
- */
-export function shortOrigin(origin: string): string {
-	const file = /^source ([^:]+): (.+)$/.exec(origin);
-	if (file)
-		return `${file[1]}: ${file[2]
-			?.split(" + ")
-			.map((f) => f.split("/").at(-1))
-			.join(" + ")}`;
-	const issued = /^issuer ([^:]+): /.exec(origin);
-	return issued ? `issuer ${issued[1]}` : origin;
 }
 
 /** "1 of 2 left this hour; done: 12:01:00Z too-large ok; breaker OPEN since …: …"; undefined when nothing to say. */

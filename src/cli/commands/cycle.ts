@@ -8,7 +8,8 @@ import { cycleOutcome } from "../../reconcile/outcome.js";
 import { targetEndpoints } from "../../targets/kinds.js";
 import type { CommandContext } from "../context.js";
 import { cycleExitCode, EXIT, ExitError } from "../exit.js";
-import { renderCluster, renderPlan, renderStatus } from "../print.js";
+import { renderCluster, renderPlan } from "../print.js";
+import { renderStatus } from "../print-status.js";
 import { createProgress } from "../progress.js";
 import { styler } from "../table.js";
 
