@@ -322,7 +322,8 @@ export async function socketFleet(o: SocketFleetOptions): Promise<ScenarioResult
 				const line = await nextCycle();
 				const before = (await memoryLines()).length;
 				d.signal("SIGUSR2");
-				const deadline = performance.now() + 30_000;
+				// A heap snapshot of a large daemon takes tens of seconds on a loaded machine.
+				const deadline = performance.now() + 300_000;
 				let lines = await memoryLines();
 				while (lines.length === before && performance.now() < deadline) {
 					await sleep(10);
