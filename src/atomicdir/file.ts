@@ -1,16 +1,18 @@
 /**
  * One file replaced atomically: temp file beside it, fsync, rename, fsync the directory. A reader that
- * opens the file once always gets one whole version (the strongest reader tier, used by haproxy-pem).
+ * opens the file once always gets one whole version (the strongest reader tier, used by haproxy-pem). Through
+ * the directory's descriptor (never through a symlink, under the lock); the temp names are base/atomic-file.ts's.
  */
 import type { Stats } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
+import { isTempOf, tempName } from "../base/atomic-file.js";
 import { CertificateeError, describeError } from "../errors.js";
 import { lstatOrUndefined, sameContent } from "./compare.js";
 import { leftoverNote } from "./context.js";
 import { lstatAt, readRegularAt, syncFd, withFdAsync, writeNewFileAt } from "./dirfd.js";
 import { openParent, removeOrReport, removeStale } from "./fsutil.js";
 import { lockFile, requireNative } from "./lock.js";
-import { checkFileName, lockName, randomTag, siblingsOf } from "./names.js";
+import { checkFileName, lockName, siblingsOf } from "./names.js";
 import type { AtCalls, NativeBinding } from "./renameat2.js";
 import type { DesiredFile, Owner, SyncStep } from "./types.js";
 
@@ -61,12 +63,11 @@ export async function writeFileAtomic(
 		try {
 			return await withFdAsync(openParent(dir, full, options.allowWritableParent ?? false), async (fd) => {
 				const held = { fd, path: dir };
-				const prefix = `.${name}.atomicdir-tmp-`;
-				const problems = removeStale(at, held, (n) => n.startsWith(prefix), full);
+				const problems = removeStale(at, held, (n) => isTempOf(n, name), full);
 				const differences = diffFileAt(at, fd, name, file, options.owner);
 				if (differences.length === 0)
 					return { path: full, status: "unchanged" as const, differences, problems };
-				const tmp = `${prefix}${randomTag()}`;
+				const tmp = tempName(name);
 				try {
 					await writeNewFileAt(at, fd, tmp, file, options.owner, durable);
 					options.onStep?.("staging-synced");

@@ -7,8 +7,8 @@
 import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { isTempName, sweepTempFiles, writeFileAtomic } from "../base/atomic-file.js";
 import { CertificateeError } from "../errors.js";
-import { isTempFile, removeTempFiles, writeFileAtomic } from "./atomic-file.js";
 import { stateKeySegments } from "./keys.js";
 import { acquireStateLock } from "./lock.js";
 import type { StateStore, Versioned } from "./types.js";
@@ -66,7 +66,7 @@ async function listFiles(dir: string, prefix: string): Promise<string[]> {
 	}
 	const keys: string[] = [];
 	for (const entry of entries) {
-		if (entry.name.startsWith(".") || isTempFile(entry.name)) continue;
+		if (entry.name.startsWith(".") || isTempName(entry.name)) continue;
 		if (entry.isDirectory())
 			keys.push(...(await listFiles(join(dir, entry.name), `${prefix}${entry.name}/`)));
 		else if (entry.name.endsWith(SUFFIX)) keys.push(`${prefix}${entry.name.slice(0, -SUFFIX.length)}`);
@@ -89,7 +89,7 @@ export interface OpenOptions {
  */
 export async function openFileStore(stateDir: string, options: OpenOptions = {}): Promise<FileStore> {
 	const lock = options.readOnly ? undefined : await acquireStateLock(stateDir);
-	if (lock) await removeTempFiles(stateDir);
+	if (lock) await sweepTempFiles(stateDir, { recursive: true });
 	const watchers = new Set<{ prefix: string; onChange: (key: string) => void }>();
 	const queues = new Map<string, Promise<unknown>>();
 
@@ -131,7 +131,7 @@ export async function openFileStore(stateDir: string, options: OpenOptions = {})
 				}
 				const version = current + 1;
 				try {
-					await writeFileAtomic(path, `${JSON.stringify({ version, value }, null, 2)}\n`);
+					await writeFileAtomic(path, `${JSON.stringify({ version, value }, null, 2)}\n`, { mkdir: true });
 				} catch (e) {
 					// A full disk, a directory made read-only or removed under the daemon: it may clear by itself, so
 					// the caller retries soon (a renewal in 1 min), and the operator reads what and where.

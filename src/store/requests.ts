@@ -16,7 +16,7 @@ import { type FSWatcher, watch as fsWatch } from "node:fs";
 import { mkdir, readdir, readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { writeFileAtomic } from "./atomic-file.js";
+import { writeFileAtomic } from "../base/atomic-file.js";
 import { replacementSchema } from "./records.js";
 
 const isoDate = z.iso.datetime();
@@ -72,7 +72,7 @@ export async function submitRequest(
 ): Promise<OperatorRequest> {
 	const id = `${Date.parse(request.requestedAt).toString(36)}-${randomBytes(4).toString("hex")}`;
 	const full = operatorRequestSchema.parse({ ...request, id });
-	await writeFileAtomic(requestPath(stateDir, id), `${JSON.stringify(full, null, 2)}\n`);
+	await writeFileAtomic(requestPath(stateDir, id), `${JSON.stringify(full, null, 2)}\n`, { mkdir: true });
 	return full;
 }
 
@@ -122,6 +122,7 @@ export async function writeAnswer(stateDir: string, answer: RequestAnswer): Prom
 	await writeFileAtomic(
 		answerPath(stateDir, answer.id),
 		`${JSON.stringify(requestAnswerSchema.parse(answer), null, 2)}\n`,
+		{ mkdir: true },
 	);
 }
 
@@ -147,7 +148,7 @@ export async function isWaiting(stateDir: string, id: string): Promise<boolean> 
 /** The daemon announces that it serves requests (and which pid it is). */
 export async function announceDaemon(stateDir: string, pid = process.pid): Promise<void> {
 	await mkdir(requestsDir(stateDir), { recursive: true, mode: 0o700 });
-	await writeFileAtomic(daemonPidPath(stateDir), `${pid}\n`);
+	await writeFileAtomic(daemonPidPath(stateDir), `${pid}\n`, { mkdir: true });
 }
 
 export async function announcedDaemon(stateDir: string): Promise<number | undefined> {

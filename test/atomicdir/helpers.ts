@@ -13,6 +13,7 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { build } from "esbuild";
+import { isTempName } from "../../src/base/atomic-file.js";
 import { readVersion, SET_NAMES } from "./children/versioned.js";
 
 export function tempDir(prefix = "atomicdir-"): string {
@@ -160,7 +161,7 @@ export function heldVersion(target: string): number {
 }
 
 export function stagingLeftovers(parent: string): string[] {
-	return readdirSync(parent).filter((n) => n.includes("atomicdir-staging") || n.includes("atomicdir-tmp"));
+	return readdirSync(parent).filter((n) => n.includes("atomicdir-staging") || isTempName(n));
 }
 
 /** Version directories inside a symlink-layout target (`..<stamp>.<random>`, not `..data`). */

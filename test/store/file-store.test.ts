@@ -2,8 +2,9 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { isTempName } from "../../src/base/atomic-file.js";
 import { isCertificateeError } from "../../src/errors.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
 import {
@@ -193,7 +194,7 @@ describe("store/file-store", () => {
 			await exited;
 			for (const file of await allFiles(dir)) {
 				const name = file.slice(file.lastIndexOf("/") + 1);
-				if (name.startsWith(".tmp-")) {
+				if (isTempName(name)) {
 					tempSeen += 1;
 					continue;
 				}
@@ -211,7 +212,7 @@ describe("store/file-store", () => {
 		for (const key of keys) writes += (await store.get(key))?.version ?? 0;
 		// Every round was killed while writing in a loop, so the versions add up to more than the rounds.
 		expect(writes).toBeGreaterThan(rounds);
-		expect((await allFiles(dir)).filter((f) => f.includes(".tmp-"))).toEqual([]);
+		expect((await allFiles(dir)).filter((f) => isTempName(basename(f)))).toEqual([]);
 		console.log(`kill -9 rounds: ${rounds}, completed writes: ${writes}, temp files left: ${tempSeen}`);
 	});
 });

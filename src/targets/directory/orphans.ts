@@ -6,11 +6,14 @@
  */
 import { readdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { tempOwner } from "../../base/atomic-file.js";
 import { setDirectory } from "./layouts.js";
 import type { DirectoryTargetConfig } from "./schema.js";
 
-// atomicdir's names: `.<set>.atomicdir-staging-<tag>` for a directory set, `.<file>.atomicdir-tmp-<tag>` for a file.
-const STAGING = /^\.(.+)\.atomicdir-(?:staging|tmp)-[^/]+$/;
+// atomicdir's staging for a directory set: `.<set>.atomicdir-staging-<tag>`; a file's temp names are
+// base/atomic-file.ts's (older versions wrote `.<file>.atomicdir-tmp-<tag>`: tempOwner() knows them too).
+const STAGING = /^\.(.+)\.atomicdir-staging-[^/]+$/;
+const stagingOwner = (name: string) => STAGING.exec(name)?.[1] ?? tempOwner(name);
 
 /** Every path the configured directory targets write (sets and files), for these certificate names. */
 function writtenPaths(
@@ -43,7 +46,7 @@ export async function orphanStaging(
 	for (const dir of dirs) {
 		const names = await readdir(dir).catch(() => [] as string[]);
 		for (const name of names) {
-			const owner = STAGING.exec(name)?.[1];
+			const owner = stagingOwner(name);
 			if (owner !== undefined && !written.has(join(dir, owner))) orphans.push(join(dir, name));
 		}
 	}

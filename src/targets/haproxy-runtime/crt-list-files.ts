@@ -7,11 +7,11 @@
 import { statSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { isAbsolute, posix } from "node:path";
+import { writeFileAtomic } from "../../base/atomic-file.js";
 import { CertificateeError } from "../../errors.js";
 import type { ObservedCrtList } from "../../reconcile/model.js";
 import { crtListLine, isCrtDirectory, linePath, linesByCertificate } from "../haproxy/crt-list.js";
 import type { CrtListEntry } from "./parse.js";
-import { replaceFile } from "./storage.js";
 
 /**
  * What one crt-list HAProxy reports is on this machine. A file is editable when HAProxy names it by an
@@ -93,7 +93,7 @@ async function editNow(path: string, edit: (text: string) => string): Promise<bo
 		const [text, s] = await Promise.all([readFile(path, "utf8"), stat(path)]);
 		const next = edit(text);
 		if (next === text) return false;
-		await replaceFile(path, next, s.mode & 0o7777, { uid: s.uid, gid: s.gid });
+		await writeFileAtomic(path, next, { mode: s.mode & 0o7777, owner: { uid: s.uid, gid: s.gid } });
 		return true;
 	} catch (cause) {
 		if (cause instanceof CertificateeError) throw cause;

@@ -14,13 +14,13 @@
  * keeps it to the moment between them.
  */
 import { randomBytes } from "node:crypto";
-import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { readdir, readFile, rename, stat, unlink } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { syncDir, writeFileAtomic, writeTempFile } from "../../base/atomic-file.js";
 import { type Bundle, combinedPem } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
 import type { PlacedWrite } from "../../reconcile/model.js";
 import { keyMatchesPem } from "./keys.js";
-import { replaceFile, syncDir, writing } from "./storage.js";
 
 const JOURNAL = /^\.certificatee-pair-[0-9a-f]{12}\.json$/;
 
@@ -71,43 +71,27 @@ async function removeAll(paths: readonly string[]): Promise<void> {
 	for (const dir of dirs) await syncDir(dir);
 }
 
-async function writeTemp(path: string, content: string, mode: number): Promise<string> {
-	const temp = join(
-		dirname(path),
-		`.${basename(path)}.certificatee-pair-${randomBytes(6).toString("hex")}.tmp`,
-	);
-	writing.add(temp);
-	const handle = await open(temp, "wx", mode);
-	try {
-		await handle.writeFile(content);
-		await handle.sync();
-	} finally {
-		await handle.close();
-	}
-	return temp;
-}
-
 /** Performs a placed write (see the file comment); `journalDir` is crt_dir. Throws a CertificateeError. */
 export async function writePlaced(write: PlacedWrite, bundle: Bundle, journalDir: string): Promise<void> {
 	const files = await filesToWrite(write, bundle);
-	const temps: string[] = [];
+	const releases: Array<() => void> = [];
 	try {
 		await removeAll(write.removeFirst);
 		if (files.length === 1) {
 			const [only] = files as [PlacedWrite["files"][number]];
-			await replaceFile(only.path, contentOf(only.part, bundle), await modeOf(only.path));
+			await writeFileAtomic(only.path, contentOf(only.part, bundle), { mode: await modeOf(only.path) });
 		} else if (files.length > 1) {
 			const journal: Journal = { renames: [] };
 			for (const f of files) {
-				const temp = await writeTemp(f.path, contentOf(f.part, bundle), await modeOf(f.path));
-				temps.push(temp);
-				journal.renames.push({ from: temp, to: f.path });
+				const temp = await writeTempFile(f.path, contentOf(f.part, bundle), { mode: await modeOf(f.path) });
+				releases.push(temp.release);
+				journal.renames.push({ from: temp.temp, to: f.path });
 			}
 			// The temp files' names durable in their own directories (a key-base apart from the crt-base is a
 			// second one) before the journal that names them: a rename it replays never misses one of the pair.
-			for (const d of new Set(temps.map((t) => dirname(t)))) await syncDir(d);
+			for (const d of new Set(journal.renames.map((r) => dirname(r.from)))) await syncDir(d);
 			const journalPath = join(journalDir, `.certificatee-pair-${randomBytes(6).toString("hex")}.json`);
-			await replaceFile(journalPath, `${JSON.stringify(journal)}\n`, 0o600);
+			await writeFileAtomic(journalPath, `${JSON.stringify(journal)}\n`);
 			await finishJournal(journalPath, journal);
 		}
 		await removeAll(write.removeAfter);
@@ -123,7 +107,7 @@ export async function writePlaced(write: PlacedWrite, bundle: Bundle, journalDir
 			},
 		);
 	} finally {
-		for (const t of temps) writing.delete(t);
+		for (const release of releases) release();
 	}
 }
 

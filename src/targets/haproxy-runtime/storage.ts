@@ -1,13 +1,14 @@
 /**
  * The storage side of a haproxy-runtime target: one combined PEM per certificate in crt_dir.
- * Writes are atomic (dot-named temp file, which HAProxy's directory loading skips; fsync; rename;
- * fsync of the directory, once for a batch of files) and private (0600).
+ * Writes are atomic (base/atomic-file.ts: a dot-named temp file, which HAProxy's directory loading skips; fsync;
+ * rename; fsync of the directory, once for a batch of files) and private (0600).
  */
-import { createHash, randomBytes, X509Certificate } from "node:crypto";
+import { createHash, X509Certificate } from "node:crypto";
 import { statSync } from "node:fs";
-import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { readdir, readFile, unlink } from "node:fs/promises";
+import { basename, join } from "node:path";
 import pLimit from "p-limit";
+import { sweepTempFiles, syncDir, writeFileAtomicUnsynced } from "../../base/atomic-file.js";
 import { createInterner } from "../../base/intern.js";
 import { commonName } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
@@ -145,7 +146,7 @@ export async function writeAtomicMany(
 					return;
 				}
 				try {
-					inodes[i] = await replaceFileUnsynced(path, content, 0o600);
+					inodes[i] = await writeFileAtomicUnsynced(path, content);
 				} catch (cause) {
 					errors[i] = storageError(dir, ref, "write", cause);
 				}
@@ -169,96 +170,16 @@ export async function writeAtomicMany(
 }
 
 /**
- * certificatee's temp files: `.<name>.certificatee-<12 hex>.tmp`, beside the file they replace. A kill
- * between write and rename leaves one behind (a certificate and its key, for crt_dir).
+ * Removes the temp files a killed writer left in `dir` (base/atomic-file.ts names them): only those last
+ * modified `minAgeMs` (default 2 s) or more before `now` (another certificatee process mid-write). Returns the
+ * paths removed, or with `dryRun` the paths it would remove.
  */
-const TEMP_FILE = /^\..+\.certificatee-(?:pair-)?[0-9a-f]{12}\.tmp$/;
-
-/** Temp files this process is writing right now (absolute paths): never taken for leftovers. */
-export const writing = new Set<string>();
-
-/**
- * Replaces `path` atomically: a temp file in the same directory (mode `mode`, and `owner` when given), fsync,
- * rename, fsync of the directory. A reader sees the old file or the new one, never a part. The temp file is removed on failure.
- */
-export async function replaceFile(
-	path: string,
-	content: string,
-	mode: number,
-	owner?: { uid: number; gid: number },
-): Promise<void> {
-	await replaceFileUnsynced(path, content, mode, owner);
-	await syncDir(dirname(path));
-}
-
-/** replaceFile() without the fsync of the directory (the caller fsyncs it, once for several files); the new inode. */
-export async function replaceFileUnsynced(
-	path: string,
-	content: string,
-	mode: number,
-	owner?: { uid: number; gid: number },
-): Promise<number> {
-	let ino: number;
-	const dir = dirname(path);
-	const temp = join(dir, `.${basename(path)}.certificatee-${randomBytes(6).toString("hex")}.tmp`);
-	writing.add(temp);
-	try {
-		const handle = await open(temp, "wx", mode);
-		try {
-			// Another owner than ours (a root-owned list) is kept, or the write fails: never a silent change.
-			if (owner && (owner.uid !== process.getuid?.() || owner.gid !== process.getgid?.())) {
-				await handle.chown(owner.uid, owner.gid);
-			}
-			await handle.writeFile(content);
-			await handle.sync();
-			ino = (await handle.stat()).ino;
-		} finally {
-			await handle.close();
-		}
-		await rename(temp, path);
-	} catch (cause) {
-		await unlink(temp).catch(() => undefined);
-		throw cause;
-	} finally {
-		writing.delete(temp);
-	}
-	return ino;
-}
-
-/**
- * Removes certificatee's temp files left in `dir` by a writer that was killed: never one this process is
- * writing, and only those last modified `minAgeMs` (default 2 s) or more before `now` (another certificatee
- * process mid-write). Returns the paths removed, or with `dryRun` the paths it would remove.
- */
-export async function removeLeftovers(
+export function removeLeftovers(
 	dir: string,
 	now: Date,
 	options: { minAgeMs?: number; dryRun?: boolean } = {},
 ): Promise<string[]> {
-	const minAgeMs = options.minAgeMs ?? 2_000;
-	const names = await readdir(dir).catch((e: NodeJS.ErrnoException) => {
-		if (e.code === "ENOENT") return [] as string[];
-		throw e;
-	});
-	const removed: string[] = [];
-	for (const name of names.filter((n) => TEMP_FILE.test(n))) {
-		const path = join(dir, name);
-		if (writing.has(path)) continue;
-		const s = await stat(path).catch(() => undefined);
-		if (s === undefined || !s.isFile() || now.getTime() - s.mtimeMs < minAgeMs) continue;
-		if (options.dryRun) {
-			removed.push(path);
-			continue;
-		}
-		try {
-			await unlink(path);
-			removed.push(path);
-		} catch (e) {
-			if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-		}
-	}
-	if (removed.length > 0 && !options.dryRun) await syncDir(dir);
-	return removed;
+	return sweepTempFiles(dir, { now, minAgeMs: options.minAgeMs ?? 2_000, dryRun: options.dryRun ?? false });
 }
 
 /** Removes a ref's file; false when it was already gone. */
@@ -271,15 +192,6 @@ export async function removeFile(dir: string, ref: string): Promise<boolean> {
 	}
 	await syncDir(dir);
 	return true;
-}
-
-export async function syncDir(dir: string): Promise<void> {
-	const handle = await open(dir, "r");
-	try {
-		await handle.sync();
-	} finally {
-		await handle.close();
-	}
 }
 
 function storageError(dir: string, ref: string, operation: string, cause: unknown): CertificateeError {
