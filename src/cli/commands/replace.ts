@@ -114,35 +114,8 @@ async function resolveReplacement(
 				s.type === "directory" &&
 				(existsSync(join(s.path, `${name}.pem`)) || existsSync(join(s.path, `${name}.crt`))),
 		);
-		const spec = config.certificates.find((c) => c.name === name);
-		let chosen: { leaf: CertificateInfo; file?: string } | undefined;
-		if (file !== undefined) chosen = { leaf: leafOf(file, name), file };
-		else if (source?.type === "directory") {
-			const path = existsSync(join(source.path, `${name}.pem`))
-				? join(source.path, `${name}.pem`)
-				: join(source.path, `${name}.crt`);
-			chosen = { leaf: leafOf(path, name), file: path };
-		} else if (spec) {
-			const latest = (await readCertificateRecord(shared, name))?.value.history[0];
-			if (latest) chosen = { leaf: leafOf(latest.certPem, name, "pem") };
-		}
-		if (!chosen) {
-			throw new CertificateeError("CONFIG_INVALID", `no certificate named "${name}" to replace`, {
-				context: { field: "certificates", certificate: name },
-				hint: `name a directory source's file stem or a certificates[].name (${config.certificates.map((c) => c.name).join(", ") || "none configured"}), or give the replacement with --file`,
-			});
-		}
+		const chosen = await chooseReplacement(config, name, file, source, shared);
 		const { leaf } = chosen;
-		if (leaf.notAfter.getTime() <= Date.now()) {
-			throw new CertificateeError(
-				"BUNDLE_EXPIRED",
-				`replace ${name}: the replacement (serial ${leaf.serial}) expired ${leaf.notAfter.toISOString()}`,
-				{
-					context: { certificate: name, ...(chosen.file ? { file: chosen.file } : {}) },
-					hint: "give a valid certificate",
-				},
-			);
-		}
 		const replaces = await servedNow(name, source?.type === "directory" ? source : undefined, local, shared);
 		return {
 			certificate: name,
@@ -161,6 +134,49 @@ async function resolveReplacement(
 		local.close();
 		await reader?.close();
 	}
+}
+
+/**
+ * The leaf of `--file`, else of the certificate's file in its directory source, else of the newest certificate
+ * issued for it; CONFIG_INVALID when there is none, BUNDLE_EXPIRED when it is no longer valid.
+ */
+async function chooseReplacement(
+	config: Config,
+	name: string,
+	file: string | undefined,
+	source: Config["sources"][number] | undefined,
+	shared: StateStore,
+): Promise<{ leaf: CertificateInfo; file?: string }> {
+	const spec = config.certificates.find((c) => c.name === name);
+	let chosen: { leaf: CertificateInfo; file?: string } | undefined;
+	if (file !== undefined) chosen = { leaf: leafOf(file, name), file };
+	else if (source?.type === "directory") {
+		const path = existsSync(join(source.path, `${name}.pem`))
+			? join(source.path, `${name}.pem`)
+			: join(source.path, `${name}.crt`);
+		chosen = { leaf: leafOf(path, name), file: path };
+	} else if (spec) {
+		const latest = (await readCertificateRecord(shared, name))?.value.history[0];
+		if (latest) chosen = { leaf: leafOf(latest.certPem, name, "pem") };
+	}
+	if (!chosen) {
+		throw new CertificateeError("CONFIG_INVALID", `no certificate named "${name}" to replace`, {
+			context: { field: "certificates", certificate: name },
+			hint: `name a directory source's file stem or a certificates[].name (${config.certificates.map((c) => c.name).join(", ") || "none configured"}), or give the replacement with --file`,
+		});
+	}
+	const { leaf } = chosen;
+	if (leaf.notAfter.getTime() <= Date.now()) {
+		throw new CertificateeError(
+			"BUNDLE_EXPIRED",
+			`replace ${name}: the replacement (serial ${leaf.serial}) expired ${leaf.notAfter.toISOString()}`,
+			{
+				context: { certificate: name, ...(chosen.file ? { file: chosen.file } : {}) },
+				hint: "give a valid certificate",
+			},
+		);
+	}
+	return chosen;
 }
 
 /** The leaf (first certificate) of a PEM file, or of PEM text when `kind` is "pem". */

@@ -80,17 +80,20 @@ export async function validateCommand(ctx: CommandContext, options: ValidateOpti
 		};
 	}
 	if (ctx.options.json) ctx.out(JSON.stringify(report, null, 2));
-	else {
-		const n = report.problems.length;
-		ctx.out(n === 0 ? `${report.file}: valid` : `${report.file}: ${n} problem${n === 1 ? "" : "s"}`);
-		for (const p of report.problems) {
-			ctx.out(`  ${formatProblem(p)}`);
-			if (p.hint) ctx.out(`    hint: ${p.hint}`);
-		}
-		for (const p of report.warnings) ctx.out(`  warning: ${formatProblem(p)} (the daemon skips it)`);
-		if (report.online) printOnline(ctx, report.online);
-	}
+	else printReport(ctx, report);
 	if (!report.ok) throw new ExitError(EXIT.error);
+}
+
+/** The report for a human: the file's verdict, then each problem with its hint, each warning, the online checks. */
+function printReport(ctx: CommandContext, report: ValidationReport): void {
+	const n = report.problems.length;
+	ctx.out(n === 0 ? `${report.file}: valid` : `${report.file}: ${n} problem${n === 1 ? "" : "s"}`);
+	for (const p of report.problems) {
+		ctx.out(`  ${formatProblem(p)}`);
+		if (p.hint) ctx.out(`    hint: ${p.hint}`);
+	}
+	for (const p of report.warnings) ctx.out(`  warning: ${formatProblem(p)} (the daemon skips it)`);
+	if (report.online) printOnline(ctx, report.online);
 }
 
 function printOnline(ctx: CommandContext, checks: OnlineCheck[]): void {
