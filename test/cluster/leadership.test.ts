@@ -12,6 +12,7 @@ import {
 	uniquePrefix,
 	warnings,
 } from "../harness/cluster.js";
+import { scaled } from "../harness/deadline.js";
 import { type EtcdHandle, startEtcd } from "../harness/etcd.js";
 import { freeze, type Proc, stopProcess } from "../harness/process.js";
 
@@ -172,8 +173,14 @@ describe("cluster leadership (real etcd, one member)", () => {
 			() => lines().findLast((l) => "leader" in l)?.leaderName === next.name,
 			10_000,
 		);
-		const writes = lines().filter((l) => "write" in l || "writeError" in l);
-		expect(writes.length).toBeGreaterThan(0);
+		// The deposed child's fenced write is under way once it knows it lost; wait for its answer, never assume it came.
+		// (A try cut by the client's 1 s deadline right after SIGCONT is a writeError; the next try is answered.)
+		await eventually(
+			"the deposed child's fenced write answered",
+			() => lines().some((l) => "write" in l),
+			scaled(10_000),
+		);
+		const writes = lines().filter((l) => "write" in l);
 		expect(writes.every((w) => w.write === false)).toBe(true);
 		expect((await next.conn.kv.get("state/written-by").exec()).kvs).toEqual([]);
 		expect(oneLeader(ms)).toBe(next);
