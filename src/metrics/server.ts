@@ -5,7 +5,7 @@
  * set, everything but the probes needs it (docs/security.md#the-http-listener).
  */
 import { createHash, timingSafeEqual } from "node:crypto";
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { parseHostPort } from "../base/address.js";
 import { CertificateeError } from "../errors.js";
 import { type LoopHealth, liveness, readiness } from "./health.js";
@@ -57,16 +57,7 @@ export async function startHealthServer(
 	options: ListenerOptions = {},
 ): Promise<HealthServer> {
 	const now = options.now ?? Date.now;
-	// The page of the last cycle, rendered once per cycle (and refresh period), not per request.
-	let cached: { doc: StatusDocument | undefined; refresh: number; page: string } | undefined;
-	const page = (): string => {
-		const doc = status();
-		const refresh = refreshSeconds(health());
-		if (cached === undefined || cached.doc !== doc || cached.refresh !== refresh) {
-			cached = { doc, refresh, page: renderPage(doc, { now: new Date(now()), refreshSeconds: refresh }) };
-		}
-		return cached.page;
-	};
+	const view: ListenerView = { metrics, health, status, now, page: cachedPage(health, status, now) };
 	const limits = LISTENER_LIMITS;
 	const serverOptions = {
 		headersTimeout: limits.headersTimeoutMs,
@@ -81,67 +72,130 @@ export async function startHealthServer(
 		}
 		const token = options.token?.();
 		if (token !== undefined && !OPEN_PATHS.has(path) && !authorized(req.headers.authorization, token)) {
-			res
-				.writeHead(401, {
-					"content-type": "text/plain",
-					"cache-control": "no-store",
-					// Basic makes a browser ask (any user name, the token as password); scripts send Bearer.
-					"www-authenticate": 'Basic realm="certificatee", charset="UTF-8"',
-				})
-				.end(
-					"401: this listener needs its token (listen_token_file): send Authorization: Bearer <token>, or the token as the password of HTTP Basic (any user name)\n",
-				);
+			refuseWithoutToken(res);
 			return;
 		}
-		if (path === "/" || path === "/index.html") {
-			res.writeHead(200, PAGE_HEADERS).end(req.method === "HEAD" ? undefined : page());
-			return;
-		}
-		if (path === "/favicon.ico") {
-			// The page has no icon; answering keeps browsers' consoles free of a 404.
-			res.writeHead(204, { "cache-control": "max-age=86400" }).end();
-			return;
-		}
-		if (path === "/status.json") {
-			const doc = status();
-			res
-				.writeHead(doc ? 200 : 503, { "content-type": "application/json", "cache-control": "no-store" })
-				.end(
-					`${JSON.stringify(doc ?? { error: "no cycle has finished yet; try again shortly" }, null, 2)}\n`,
-				);
-			return;
-		}
-		if (path === "/metrics") {
-			metrics.registry
-				.metrics()
-				.then((body) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(body))
-				.catch((e: unknown) => res.writeHead(500).end(String(e)));
-			return;
-		}
-		if (path === "/healthz") {
-			const alive = liveness(health(), now());
-			res
-				.writeHead(alive.ok ? 200 : 503, { "content-type": "text/plain" })
-				.end(`${alive.ok ? "ok" : "not ok"}: ${alive.reason}\n`);
-			return;
-		}
-		if (path === "/readyz") {
-			const ready = readiness(health());
-			// Open to probes, but the details (endpoint names, their errors) only with the token when one is set.
-			const shown =
-				token === undefined || authorized(req.headers.authorization, token)
-					? ready
-					: { ready: ready.ready, reason: ready.reason };
-			res
-				.writeHead(ready.ready ? 200 : 503, { "content-type": "application/json" })
-				.end(`${JSON.stringify(shown)}\n`);
-			return;
-		}
-		res
-			.writeHead(404, { "content-type": "text/plain" })
-			.end("not found: try /, /status.json, /metrics, /healthz or /readyz\n");
+		(ROUTES.get(path) ?? notFound)(view, { req, res, token });
 	});
 	server.maxConnections = limits.maxConnections;
+	await bind(server, listen);
+	const addr = server.address();
+	const address = typeof addr === "object" && addr ? `${addr.address}:${addr.port}` : listen;
+	return {
+		address,
+		close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+	};
+}
+
+/** What the routes answer from: the daemon's metrics, loop health, last status, clock and rendered page. */
+interface ListenerView {
+	metrics: Metrics;
+	health: () => LoopHealth;
+	status: () => StatusDocument | undefined;
+	now: () => number;
+	page: () => string;
+}
+
+/** One request that passed the method and token checks, with the token configured now (if any). */
+interface Exchange {
+	req: IncomingMessage;
+	res: ServerResponse;
+	token: string | undefined;
+}
+
+type Route = (view: ListenerView, exchange: Exchange) => void;
+
+/** The page of the last cycle, rendered once per cycle (and refresh period), not per request. */
+function cachedPage(
+	health: () => LoopHealth,
+	status: () => StatusDocument | undefined,
+	now: () => number,
+): () => string {
+	let cached: { doc: StatusDocument | undefined; refresh: number; page: string } | undefined;
+	return () => {
+		const doc = status();
+		const refresh = refreshSeconds(health());
+		if (cached === undefined || cached.doc !== doc || cached.refresh !== refresh) {
+			cached = { doc, refresh, page: renderPage(doc, { now: new Date(now()), refreshSeconds: refresh }) };
+		}
+		return cached.page;
+	};
+}
+
+function refuseWithoutToken(res: ServerResponse): void {
+	res
+		.writeHead(401, {
+			"content-type": "text/plain",
+			"cache-control": "no-store",
+			// Basic makes a browser ask (any user name, the token as password); scripts send Bearer.
+			"www-authenticate": 'Basic realm="certificatee", charset="UTF-8"',
+		})
+		.end(
+			"401: this listener needs its token (listen_token_file): send Authorization: Bearer <token>, or the token as the password of HTTP Basic (any user name)\n",
+		);
+}
+
+function servePage(view: ListenerView, { req, res }: Exchange): void {
+	res.writeHead(200, PAGE_HEADERS).end(req.method === "HEAD" ? undefined : view.page());
+}
+
+/** The page has no icon; answering keeps browsers' consoles free of a 404. */
+function serveFavicon(_view: ListenerView, { res }: Exchange): void {
+	res.writeHead(204, { "cache-control": "max-age=86400" }).end();
+}
+
+function serveStatus(view: ListenerView, { res }: Exchange): void {
+	const doc = view.status();
+	res
+		.writeHead(doc ? 200 : 503, { "content-type": "application/json", "cache-control": "no-store" })
+		.end(`${JSON.stringify(doc ?? { error: "no cycle has finished yet; try again shortly" }, null, 2)}\n`);
+}
+
+function serveMetrics(view: ListenerView, { res }: Exchange): void {
+	const { registry } = view.metrics;
+	registry
+		.metrics()
+		.then((body) => res.writeHead(200, { "content-type": registry.contentType }).end(body))
+		.catch((e: unknown) => res.writeHead(500).end(String(e)));
+}
+
+function serveLiveness(view: ListenerView, { res }: Exchange): void {
+	const alive = liveness(view.health(), view.now());
+	res
+		.writeHead(alive.ok ? 200 : 503, { "content-type": "text/plain" })
+		.end(`${alive.ok ? "ok" : "not ok"}: ${alive.reason}\n`);
+}
+
+/** Open to probes, but the details (endpoint names, their errors) only with the token when one is set. */
+function serveReadiness(view: ListenerView, { req, res, token }: Exchange): void {
+	const ready = readiness(view.health());
+	const shown =
+		token === undefined || authorized(req.headers.authorization, token)
+			? ready
+			: { ready: ready.ready, reason: ready.reason };
+	res
+		.writeHead(ready.ready ? 200 : 503, { "content-type": "application/json" })
+		.end(`${JSON.stringify(shown)}\n`);
+}
+
+function notFound(_view: ListenerView, { res }: Exchange): void {
+	res
+		.writeHead(404, { "content-type": "text/plain" })
+		.end("not found: try /, /status.json, /metrics, /healthz or /readyz\n");
+}
+
+/** A Map, not an object: a path such as /toString must not find a member of Object.prototype. */
+const ROUTES = new Map<string, Route>([
+	["/", servePage],
+	["/index.html", servePage],
+	["/favicon.ico", serveFavicon],
+	["/status.json", serveStatus],
+	["/metrics", serveMetrics],
+	["/healthz", serveLiveness],
+	["/readyz", serveReadiness],
+]);
+
+async function bind(server: Server, listen: string): Promise<void> {
 	const { host, port } = parseHostPort(listen, "listen");
 	await new Promise<void>((resolve, reject) => {
 		server.once("error", (e: NodeJS.ErrnoException) =>
@@ -154,12 +208,6 @@ export async function startHealthServer(
 		);
 		server.listen(port, host, () => resolve());
 	});
-	const addr = server.address();
-	const address = typeof addr === "object" && addr ? `${addr.address}:${addr.port}` : listen;
-	return {
-		address,
-		close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-	};
 }
 
 /** A Bearer token, or the password of HTTP Basic, equal to `token` (compared in constant time). */
