@@ -193,23 +193,65 @@ async function refuseDroppedNames(
 	if (refused) throw refused;
 }
 
+/** Actions never planned for this driver: refused, never guessed. */
+function refuseUnplanned(
+	ctx: ApplyContext,
+	action: Extract<HaproxyAction, { op: "crt-list-file-add" | "crt-list-file-remove" | "runtime-reinsert" }>,
+): never {
+	if (action.op === "runtime-reinsert") {
+		// It cannot read the content HAProxy holds.
+		throw new CertificateeError(
+			"ENDPOINT_ERROR",
+			`${ctx.endpoint}: cannot re-insert ${action.runtimeName} through the Data Plane API`,
+			{ context: { endpoint: ctx.endpoint, ref: action.ref, operation: action.op } },
+		);
+	}
+	// Planned only for editable files; the API's storage crt-list endpoints always reload.
+	throw new CertificateeError(
+		"NOT_AVAILABLE",
+		`endpoint ${ctx.endpoint}: cannot edit the crt-list file ${action.crtList} without a reload`,
+		{
+			context: { endpoint: ctx.endpoint, ref: action.ref, file: action.crtList, operation: action.op },
+			hint: "edit the crt-list file by hand (a configuration change)",
+		},
+	);
+}
+
+/** A removal whose object is already gone (404) is done. */
+async function removal(remove: () => Promise<Outcome>, gone: string): Promise<Outcome> {
+	try {
+		return await remove();
+	} catch (e) {
+		if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return { note: gone };
+		throw e;
+	}
+}
+
+async function storageWrite(
+	ctx: ApplyContext,
+	action: Extract<HaproxyAction, { op: "storage-replace" | "storage-create" }>,
+	signal: AbortSignal,
+): Promise<Outcome> {
+	const pem = combinedPem(action.bundle);
+	if (action.op === "storage-replace") {
+		if (action.files !== undefined) return writePlaced(ctx, action, action.files, signal);
+		return reloaded(ctx, action, (await ctx.client.storage.replace(action.ref, pem, signal)).reload);
+	}
+	const written = await ctx.client.storage.create(action.ref, pem, signal);
+	const stored = written.certificate.storage_name;
+	return {
+		...reloaded(ctx, action, written.reload),
+		...(stored !== action.ref ? { note: `the server stored it as ${stored}` } : {}),
+	};
+}
+
 async function perform(ctx: ApplyContext, action: HaproxyAction, signal: AbortSignal): Promise<Outcome> {
 	const { client } = ctx;
 	refuseUnsendable(ctx, action);
 	switch (action.op) {
-		case "storage-replace": {
-			if (action.files !== undefined) return writePlaced(ctx, action, action.files, signal);
-			const written = await client.storage.replace(action.ref, combinedPem(action.bundle), signal);
-			return reloaded(ctx, action, written.reload);
-		}
-		case "storage-create": {
-			const written = await client.storage.create(action.ref, combinedPem(action.bundle), signal);
-			const stored = written.certificate.storage_name;
-			return {
-				...reloaded(ctx, action, written.reload),
-				...(stored !== action.ref ? { note: `the server stored it as ${stored}` } : {}),
-			};
-		}
+		case "storage-replace":
+		case "storage-create":
+			return storageWrite(ctx, action, signal);
 		case "runtime-set":
 			refuseOversize(ctx, action);
 			await refuseDroppedNames(ctx, action, signal);
@@ -221,42 +263,22 @@ async function perform(ctx: ApplyContext, action: HaproxyAction, signal: AbortSi
 			refuseOversize(ctx, action);
 			return runtimeAdd(ctx, action, signal);
 		case "crt-list-remove":
-			try {
+			return removal(async () => {
 				await client.crtLists.delete(action.crtList, action.runtimeName, undefined, signal);
 				return {};
-			} catch (e) {
-				if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return { note: "crt-list entry already gone" };
-				throw e;
-			}
+			}, "crt-list entry already gone");
 		case "runtime-delete":
 			await client.runtime.delete(action.runtimeName, signal);
 			return {};
+		case "storage-delete":
+			return removal(
+				async () => reloaded(ctx, action, (await client.storage.delete(action.ref, signal)).reload),
+				"storage delete answered 404: already gone",
+			);
 		case "crt-list-file-add":
 		case "crt-list-file-remove":
-			// Planned only for editable files; the API's storage crt-list endpoints always reload.
-			throw new CertificateeError(
-				"NOT_AVAILABLE",
-				`endpoint ${ctx.endpoint}: cannot edit the crt-list file ${action.crtList} without a reload`,
-				{
-					context: { endpoint: ctx.endpoint, ref: action.ref, file: action.crtList, operation: action.op },
-					hint: "edit the crt-list file by hand (a configuration change)",
-				},
-			);
 		case "runtime-reinsert":
-			// Never planned for this driver (it cannot read the content HAProxy holds): refuse, never guess.
-			throw new CertificateeError(
-				"ENDPOINT_ERROR",
-				`${ctx.endpoint}: cannot re-insert ${action.runtimeName} through the Data Plane API`,
-				{ context: { endpoint: ctx.endpoint, ref: action.ref, operation: action.op } },
-			);
-		case "storage-delete":
-			try {
-				return reloaded(ctx, action, (await client.storage.delete(action.ref, signal)).reload);
-			} catch (e) {
-				if (isCertificateeError(e, "ENDPOINT_NOT_FOUND"))
-					return { note: "storage delete answered 404: already gone" };
-				throw e;
-			}
+			return refuseUnplanned(ctx, action);
 		default: {
 			const never: never = action;
 			throw new Error(`unknown action ${JSON.stringify(never)}`);
