@@ -31,6 +31,11 @@ export interface LoadPlacement {
 	unwritable?: string;
 }
 
+/** HAProxy's name for a load: `@<store>/<alias>`, or `@<store>/<crt as written>` without an alias. */
+export function loadRuntimeName(store: string, load: CrtLoad): string {
+	return `@${store}/${unquote(load.alias ?? load.certificate)}`;
+}
+
 /** One file of a load: an absolute path as HAProxy resolves it, or why it cannot tell. */
 function resolve(token: string, base: string | undefined, what: string): { path: string } | { why: string } {
 	const file = unquote(token);
@@ -66,7 +71,7 @@ export function placeLoads(
 	const placed: LoadPlacement[] = [];
 	for (const store of [...stores].sort((a, b) => a.name.localeCompare(b.name))) {
 		for (const load of store.loads) {
-			const runtimeName = `@${store.name}/${unquote(load.alias ?? load.certificate)}`;
+			const runtimeName = loadRuntimeName(store.name, load);
 			const p: LoadPlacement = { runtimeName, store: store.name };
 			if (load.acme !== undefined && load.acme !== "") p.acme = unquote(load.acme);
 			const why: string[] = [];

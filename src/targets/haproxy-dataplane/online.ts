@@ -1,14 +1,24 @@
-/** `validate --online` for a haproxy-dataplane target: each endpoint's API (auth, `/v3/info`, the storage listing) and probe. */
+/**
+ * `validate --online` for a haproxy-dataplane target: each endpoint's API (auth, `/v3/info`, the storage listing,
+ * the crt-store loads HAProxy's own ACME manages) and probe.
+ */
 import { dirname } from "node:path";
 import { type OnlineContext, type PendingCheck, safeUrl } from "../../base/online.js";
 import { CertificateeError } from "../../errors.js";
 import { probeCheck, sniFor } from "../../probe/online.js";
-import { createDataplaneClient } from "./client.js";
+import { createDataplaneClient, type DataplaneClient } from "./client.js";
+import { loadRuntimeName, unquote } from "./crt-stores.js";
 import type { DataplaneTargetConfig } from "./schema.js";
 
+type Certificates = OnlineContext["certificates"];
+
 export function dataplaneOnlineChecks(t: DataplaneTargetConfig, context: OnlineContext): PendingCheck[] {
+	const only = t.certificates;
+	const certificates = only
+		? context.certificates.filter((c) => only.includes(c.name))
+		: context.certificates;
 	return t.endpoints.flatMap((e) => [
-		dataplane(t, e),
+		dataplane(t, e, certificates),
 		...(e.probe
 			? [probeCheck(`${t.name}/${e.name}`, e.probe, sniFor(context, t.certificates), e.timeout)]
 			: []),
@@ -18,6 +28,7 @@ export function dataplaneOnlineChecks(t: DataplaneTargetConfig, context: OnlineC
 function dataplane(
 	target: DataplaneTargetConfig,
 	endpoint: DataplaneTargetConfig["endpoints"][number],
+	certificates: Certificates,
 ): PendingCheck {
 	const name = `${target.name}/${endpoint.name}`;
 	return {
@@ -55,10 +66,44 @@ function dataplane(
 						},
 					);
 				}
-				return `Data Plane API ${version}, ${files.length} file${files.length === 1 ? "" : "s"} in storage`;
+				const detail = `Data Plane API ${version}, ${files.length} file${files.length === 1 ? "" : "s"} in storage`;
+				const warnings = await acmeOverlaps(client, certificates, signal);
+				return warnings.length > 0 ? { detail, warnings } : detail;
 			} finally {
 				await client.close();
 			}
 		},
 	};
+}
+
+/**
+ * Configured certificates whose names a crt-store load of HAProxy's own ACME client covers (its `acme` and
+ * `domains` arguments, as the API's crt_loads show them, 3.2+): two ACME clients for one certificate.
+ * certificatee never writes such a certificate (the same warning as the haproxy-runtime target's).
+ */
+async function acmeOverlaps(
+	client: DataplaneClient,
+	certificates: Certificates,
+	signal: AbortSignal,
+): Promise<string[]> {
+	const warnings: string[] = [];
+	// An unnamed store's loads have no URL.
+	for (const store of (await client.crtStores.stores(signal)).filter((s) => s.name !== "")) {
+		for (const load of await client.crtStores.loads(store.name, signal)) {
+			if (load.acme === undefined || load.acme === "") continue;
+			// config-parser splits `domains "a,b"` at commas with the quotes kept: join, unquote, split again.
+			const domains = unquote((load.domains ?? []).join(","))
+				.split(",")
+				.map((d) => d.trim().toLowerCase());
+			const runtimeName = loadRuntimeName(store.name, load);
+			for (const c of certificates) {
+				const shared = c.domains.filter((d) => domains.includes(d.toLowerCase()));
+				if (shared.length === 0) continue;
+				warnings.push(
+					`certificate "${c.name}" (${shared.join(", ")}) is also managed by HAProxy's own ACME client: ${runtimeName}, acme section "${unquote(load.acme)}"; certificatee never writes it (MANAGED_BY_HAPROXY_ACME). Keep one ACME client per certificate`,
+				);
+			}
+		}
+	}
+	return warnings;
 }

@@ -4,13 +4,16 @@
  * On 3.0 the runtime API prints no file names (`Filename: @web/site-a` only): the configuration endpoints'
  * crt_loads alone place the loads.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../../src/certificates/index.js";
+import { runOnlineChecks } from "../../../src/cli/commands/online.js";
+import type { Config } from "../../../src/config/schema.js";
 import type { ObservedRef } from "../../../src/reconcile/model.js";
 import { placeLoads, unquote } from "../../../src/targets/haproxy-dataplane/crt-stores.js";
 import { createDataplaneEndpoint } from "../../../src/targets/haproxy-dataplane/index.js";
+import { dataplaneTargetSchema } from "../../../src/targets/haproxy-dataplane/schema.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../harness/certs.js";
 import { haproxyBuilds } from "../../harness/haproxy-builds.js";
 import { okWrites, rig, servedSerial, syncOnce } from "../../harness/targets.js";
@@ -198,7 +201,7 @@ for (const build of haproxyBuilds(["3.0", "3.2", "3.4"])) {
 		// HAProxy's own ACME client (the `acme` section and load keyword) came with 3.2.
 		const acme = build.version.localeCompare("3.2", "en", { numeric: true }) >= 0 ? it : undefined;
 		acme?.(
-			`HAProxy ${build.version}: a load HAProxy's own ACME manages is reported, never written`,
+			`HAProxy ${build.version}: a load HAProxy's own ACME manages is reported MANAGED_BY_HAPROXY_ACME, never written, no file created; validate --online warns`,
 			async () => {
 				const managed = await issueTestLeaf(ca, { names: ["d.test"] });
 				const h = await r.haproxy({
@@ -218,18 +221,33 @@ for (const build of haproxyBuilds(["3.0", "3.2", "3.4"])) {
 					files: { "D/d.pem": managed.combinedPem },
 				});
 				const D = join(h.dir, "D");
-				const t = r.dataplane(h, await r.dpapi(h, { storageDir: D }), { storage_dir: D });
+				const d = await r.dpapi(h, { storageDir: D });
+				const t = r.dataplane(h, d, { storage_dir: D });
 				const renewed = await issueTestLeaf(ca, { names: ["d.test"] });
-				const e = await t.run(
-					[desiredFromLeaf("d", renewed, ["d.test"])],
-					"sync",
-					new AbortController().signal,
-				);
-				const report = e.endpoints[0];
-				expect(report?.refs?.find((x) => x.ref === "d.pem")?.class).toBe("refused");
-				expect(report?.steps.filter((s) => s.result === "ok")).toEqual([]);
+				for (let i = 0; i < 2; i++) {
+					const e = await syncOnce(t, [desiredFromLeaf("d", renewed, ["d.test"])], { expectOk: true });
+					expect(e.verdicts).toContainEqual(
+						expect.objectContaining({ class: "refused", ref: "d.pem", code: "MANAGED_BY_HAPROXY_ACME" }),
+					);
+					expect(e.steps).toEqual([]);
+				}
 				expect(await readFile(join(D, "d.pem"), "utf8")).toBe(managed.combinedPem);
+				expect((await readdir(D)).sort()).toEqual(["d.pem"]);
 				expect(await servedSerial(h, "d.test")).toBe(managed.serial);
+
+				// validate --online warns: the configured certificate "d" is managed by HAProxy's ACME too.
+				const target = dataplaneTargetSchema.parse({
+					name: "fra",
+					type: "haproxy-dataplane",
+					storage_dir: D,
+					endpoints: [{ name: "fra1", url: d.url, username: d.username, password: d.password }],
+				});
+				const config = { targets: [target], certificates: [{ name: "d", domains: ["d.test"] }], sources: [] };
+				const [check] = await runOnlineChecks(config as unknown as Config);
+				expect(check?.ok, JSON.stringify(check)).toBe(true);
+				expect(check?.warnings).toEqual([
+					`certificate "d" (d.test) is also managed by HAProxy's own ACME client: @le/d.pem, acme section "LE"; certificatee never writes it (MANAGED_BY_HAPROXY_ACME). Keep one ACME client per certificate`,
+				]);
 			},
 		);
 
