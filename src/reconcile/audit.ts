@@ -3,33 +3,31 @@
  * the serial it replaced and the one it wrote), and one per name whose served certificate a probe saw change.
  * Serials and names only: never key material. The daemon and `sync` log each event as one line.
  */
-import type { ActionOp, ObservedRef } from "./model.js";
 import type { AuditEvent, ServedView, StepView } from "./report.js";
 
 export type { AuditEvent };
 
-const REMOVALS = new Set<ActionOp>([
-	"crt-list-remove",
-	"crt-list-file-remove",
-	"runtime-delete",
-	"storage-delete",
-]);
-/** Not a write of certificate content: a hook run. */
-const NOT_WRITES = new Set<ActionOp>(["on-change"]);
+/**
+ * What a done step of a kind's op is in the audit trail: a write of certificate content, a removal, or `none`
+ * (a hook run). Each kind declares it for every op of its Action union.
+ */
+export type OpEffect = "write" | "removal" | "none";
 
 /**
  * One event per step done. `before(ref, op)` is the serial the side the step touches held when observed, before
- * the cycle's writes.
+ * the cycle's writes; `effectOf` is the kind's table (an op it does not list is no event).
  */
-export function auditSteps(
+export function auditWrites(
 	where: { target: string; endpoint: string },
 	steps: readonly StepView[],
-	before: (ref: string, op: ActionOp) => string | undefined,
+	before: (ref: string, op: string) => string | undefined,
+	effectOf: (op: string) => OpEffect | undefined,
 ): AuditEvent[] {
 	const events: AuditEvent[] = [];
 	for (const s of steps) {
-		if (s.result !== "ok" || NOT_WRITES.has(s.op)) continue;
-		const removal = REMOVALS.has(s.op);
+		const effect = effectOf(s.op) ?? "none";
+		if (s.result !== "ok" || effect === "none") continue;
+		const removal = effect === "removal";
 		const oldSerial = before(s.ref, s.op);
 		events.push({
 			event: removal ? "removal" : "write",
@@ -43,18 +41,6 @@ export function auditSteps(
 		});
 	}
 	return events;
-}
-
-/** The serial an HAProxy ref's side held: storage for storage-*, else runtime (then storage). */
-export function observedSerial(
-	refs: readonly ObservedRef[],
-): (ref: string, op: ActionOp) => string | undefined {
-	const byRef = new Map(refs.map((r) => [r.ref, r]));
-	return (ref, op) => {
-		const r = byRef.get(ref);
-		if (!r) return undefined;
-		return op.startsWith("storage-") ? r.storage?.serial : (r.runtime?.serial ?? r.storage?.serial);
-	};
 }
 
 /** One event per probed name whose served serial changed between the probes before and after the writes. */

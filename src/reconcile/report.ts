@@ -5,7 +5,6 @@
 import type { ErrorView } from "../errors.js";
 import type {
 	Action,
-	ActionOp,
 	BreakerState,
 	BudgetView,
 	ReloadReason,
@@ -26,7 +25,7 @@ export interface AuditEvent {
 	endpoint: string;
 	certificate?: string;
 	ref?: string;
-	op?: ActionOp;
+	op?: string;
 	crtList?: string;
 	/** served-change: the SNI name probed. */
 	sni?: string;
@@ -40,7 +39,7 @@ export interface AuditEvent {
 
 /** An action as shown in plans and reports: never the bundle, only its identity. */
 export interface StepView {
-	op: ActionOp;
+	op: string;
 	ref: string;
 	certificate?: string;
 	/** Serial of the certificate being written. */
@@ -174,11 +173,11 @@ export interface SourceProblemView {
 
 export function viewAction(action: Action, why: string): StepView {
 	const base: StepView = { op: action.op, ref: action.ref, why };
-	if ("certificate" in action) {
+	if (action.certificate !== undefined) {
 		base.certificate = action.certificate;
-		if ("bundle" in action) base.serial = action.bundle.leaf.serial;
+		if (action.bundle !== undefined) base.serial = action.bundle.leaf.serial;
 	}
-	if ("crtList" in action) base.crtList = action.crtList;
+	if (action.crtList !== undefined) base.crtList = action.crtList;
 	return base;
 }
 

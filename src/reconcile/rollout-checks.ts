@@ -6,17 +6,15 @@
  */
 import { certificatesOf, verifyChain } from "../certificates/trust.js";
 import { describeError } from "../errors.js";
-import type { DesiredCertificate, EndpointDriver, ServedCertificate } from "./model.js";
+import type { DesiredCertificate, ServedCertificate, ServedProbe } from "./model.js";
 import type { CheckResult, RolloutCheck, VerifySpec } from "./rollout-view.js";
-
-type Probe = NonNullable<EndpointDriver["probe"]>;
 
 export async function verifyCanary(input: {
 	endpoint: string;
 	certificate: DesiredCertificate;
 	desired: readonly DesiredCertificate[];
 	spec: VerifySpec;
-	probe: Probe | undefined;
+	probe: ServedProbe | undefined;
 	signal: AbortSignal;
 	now: Date;
 }): Promise<CheckResult[]> {
@@ -60,7 +58,7 @@ interface CheckFailure {
 
 /** What every check reads: the canary's input, what each DNS name served, and the prefix of its messages. */
 type CanaryProbes = Parameters<typeof verifyCanary>[0] & {
-	probe: Probe;
+	probe: ServedProbe;
 	served: Array<{ sni: string; got?: ServedCertificate; error?: string }>;
 	/** `<certificate> on canary <endpoint>`. */
 	at: string;

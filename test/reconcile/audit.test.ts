@@ -1,8 +1,9 @@
 /** The audit trail, pure: which steps and probes become events, with which serials. */
 import { describe, expect, it } from "vitest";
-import { auditServed, auditSteps, observedSerial } from "../../src/reconcile/audit.js";
-import type { ObservedRef } from "../../src/reconcile/model.js";
+import { auditServed } from "../../src/reconcile/audit.js";
 import type { ServedView, StepView } from "../../src/reconcile/report.js";
+import { auditSteps, observedSerial } from "../../src/targets/haproxy/engine/audit.js";
+import type { ObservedRef } from "../../src/targets/haproxy/engine/model.js";
 
 const where = { target: "lb", endpoint: "lb1" };
 const refs: ObservedRef[] = [

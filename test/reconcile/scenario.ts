@@ -1,8 +1,9 @@
 /** Builders for reconciler scenarios: desired certificates and observed refs as plain data. */
 import { combinedPem, parseBundle } from "../../src/certificates/index.js";
-import type { DesiredCertificate, ObservedRef, RefMeta } from "../../src/reconcile/model.js";
+import type { DesiredCertificate, RefMeta } from "../../src/reconcile/model.js";
 import type { StepView } from "../../src/reconcile/report.js";
 import type { DuplicatePolicy } from "../../src/targets/haproxy/engine/classify.js";
+import type { ObservedRef } from "../../src/targets/haproxy/engine/model.js";
 import {
 	createTestCa,
 	issueTestLeaf,

@@ -18,7 +18,8 @@ import {
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
 import { selectCertificates } from "../../reconcile/cycle.js";
 import { leafMeta } from "../../reconcile/leaf-meta.js";
-import type { ActionResult, DesiredCertificate, DirectoryAction, RefMeta } from "../../reconcile/model.js";
+import type { ActionResult, DesiredCertificate, RefMeta } from "../../reconcile/model.js";
+import type { DirectoryAction } from "./action.js";
 import { runHook } from "./hook.js";
 import { type FileSet, fileSetFor, leafFileOf, setDirectory } from "./layouts.js";
 import { resolveOwner } from "./owner.js";

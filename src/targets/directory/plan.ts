@@ -6,8 +6,9 @@
  */
 
 import { downgradeRefusal } from "../../reconcile/downgrade.js";
-import type { DesiredCertificate, DirectoryAction, PlannedStep } from "../../reconcile/model.js";
+import type { DesiredCertificate, PlannedStep } from "../../reconcile/model.js";
 import type { Verdict } from "../../reconcile/verdict.js";
+import type { DirectoryAction } from "./action.js";
 import type { ObservedSet } from "./index.js";
 
 type Observed = Extract<ObservedSet, { ok: true }>;

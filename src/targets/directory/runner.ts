@@ -5,11 +5,12 @@
  */
 import { createTrustCache, type TrustStore } from "../../certificates/trust.js";
 import { errorView } from "../../errors.js";
-import { auditSteps } from "../../reconcile/audit.js";
+import { auditWrites } from "../../reconcile/audit.js";
 import type { TargetRunner } from "../../reconcile/cycle.js";
 import { trustHolds } from "../../reconcile/holds.js";
-import type { DesiredCertificate, DirectoryAction, PlannedStep } from "../../reconcile/model.js";
+import type { DesiredCertificate, PlannedStep } from "../../reconcile/model.js";
 import { emptyEndpointReport, type StepView, viewAction } from "../../reconcile/report.js";
+import { type DirectoryAction, directoryEffect } from "./action.js";
 import {
 	createDirectoryDriver,
 	type DirectoryDriver,
@@ -77,7 +78,12 @@ export function createDirectoryRunner(
 			);
 			const audit =
 				mode === "sync"
-					? auditSteps({ target: config.name, endpoint: observation.endpoint }, steps, (ref) => live.get(ref))
+					? auditWrites(
+							{ target: config.name, endpoint: observation.endpoint },
+							steps,
+							(ref) => live.get(ref),
+							directoryEffect,
+						)
 					: [];
 			const endpoint = {
 				...emptyEndpointReport(config.name, observation.endpoint),

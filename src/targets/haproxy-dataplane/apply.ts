@@ -7,13 +7,14 @@ import { bundleNames, combinedPem } from "../../certificates/bundle.js";
 import { checkBundle } from "../../certificates/check.js";
 import type { Bundle } from "../../certificates/types.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
-import type { ActionResult, HaproxyAction, PlacedWrite } from "../../reconcile/model.js";
+import type { ActionResult } from "../../reconcile/model.js";
 import {
 	DEFAULT_BUFSIZE,
 	dataplaneSetCertSize,
 	PENDING_RELOAD_NOTE,
 	payloadTooLarge,
 } from "../haproxy/bufsize.js";
+import type { HaproxyAction, PlacedWrite } from "../haproxy/engine/model.js";
 import { checkNameRemoval } from "../haproxy/guard.js";
 import type { DataplaneClient, ReloadCaused } from "./client.js";
 import { runtimeMeta } from "./observe.js";

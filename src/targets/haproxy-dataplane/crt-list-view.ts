@@ -3,8 +3,8 @@
  * and which certificates each references, including the crt directory whose members the API hides. Pure.
  */
 import { dirname } from "node:path";
-import type { ObservedCrtList } from "../../reconcile/model.js";
 import { crtListLine, isCrtDirectory } from "../haproxy/crt-list.js";
+import type { ObservedCrtList } from "../haproxy/engine/model.js";
 import type { FetchedRuntime } from "./memory.js";
 import type { CrtListEntry } from "./schema.js";
 

@@ -4,7 +4,7 @@
  * names of those files when they sit in the API's storage directory, or why certificatee cannot write them.
  */
 import { basename, dirname, isAbsolute, join } from "node:path";
-import { storageDirName } from "../../reconcile/model.js";
+import { storageDirName } from "../haproxy/engine/model.js";
 import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { CrtLoad, CrtStore } from "./schema.js";
 

@@ -7,7 +7,7 @@
 import { combinedPem } from "../../certificates/index.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
-import type { EndpointDriver, EndpointObservation } from "../../reconcile/model.js";
+import type { EndpointDriver, EndpointObservation } from "../haproxy/engine/model.js";
 import { workerFromInfo } from "../haproxy/engine/writers.js";
 import { applyAction } from "./apply.js";
 import { type ClientDeps, createDataplaneClient, type DataplaneClientHandle } from "./client.js";

@@ -9,7 +9,8 @@
  * no size, date, serial or fingerprint. So between full observations an item whose name is listed as before,
  * under the same worker, keeps the metadata its last GET gave; what certificatee wrote since is read again.
  */
-import type { ActionResult, HaproxyAction, RefMeta } from "../../reconcile/model.js";
+import type { ActionResult, RefMeta } from "../../reconcile/model.js";
+import type { HaproxyAction } from "../haproxy/engine/model.js";
 import { sameWorker, type WorkerIdentity } from "../haproxy/engine/writers.js";
 
 export interface FetchedStorage {

@@ -4,7 +4,8 @@
  * but for the probe of `servedForUnreadable`.
  */
 import { nameSet } from "../../certificates/names.js";
-import type { ObservedRef, Placement, RefMeta, ServedCertificate } from "../../reconcile/model.js";
+import type { RefMeta, ServedCertificate } from "../../reconcile/model.js";
+import type { ObservedRef, Placement } from "../haproxy/engine/model.js";
 import type { LoadPlacement } from "./crt-stores.js";
 import type { FetchedRuntime, FetchedStorage } from "./memory.js";
 

@@ -11,7 +11,7 @@
  * observed and reported `PLACEMENT_UNKNOWN`, never written, and no second file is made.
  */
 import { basename, dirname } from "node:path";
-import type { ObservedRef, Placement } from "../../reconcile/model.js";
+import type { ObservedRef, Placement } from "../haproxy/engine/model.js";
 import { withoutSlash } from "./crt-list-view.js";
 import type { FetchedRuntime, FetchedStorage } from "./memory.js";
 

@@ -3,7 +3,7 @@
  * to HAProxy's names, the clock, and what the last observation learnt that a later write needs.
  */
 import { CertificateeError, describeError, isCertificateeError } from "../../errors.js";
-import type { ObservedCrtList } from "../../reconcile/model.js";
+import type { ObservedCrtList } from "../haproxy/engine/model.js";
 import type { HaproxyCfgCache } from "./haproxy-config.js";
 import type { CertDetail, CrtListEntry } from "./parse.js";
 import type { PlacementCache } from "./placement.js";

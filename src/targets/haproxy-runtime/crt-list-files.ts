@@ -9,8 +9,8 @@ import { readFile, stat } from "node:fs/promises";
 import { isAbsolute, posix } from "node:path";
 import { writeFileAtomic } from "../../base/atomic-file.js";
 import { CertificateeError } from "../../errors.js";
-import type { ObservedCrtList } from "../../reconcile/model.js";
 import { crtListLine, isCrtDirectory, linePath, linesByCertificate } from "../haproxy/crt-list.js";
+import type { ObservedCrtList } from "../haproxy/engine/model.js";
 import type { CrtListEntry } from "./parse.js";
 
 /**

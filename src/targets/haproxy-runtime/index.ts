@@ -8,7 +8,7 @@
  */
 import { parseAddress } from "../../base/address.js";
 import { probeServed } from "../../probe/index.js";
-import { type EndpointDriver, runtimeNameOf, storageDirName } from "../../reconcile/model.js";
+import { type EndpointDriver, runtimeNameOf, storageDirName } from "../haproxy/engine/model.js";
 import { applyRuntimeAction, applyRuntimeBatch, BATCHED_OPS } from "./apply.js";
 import { type RuntimeContext, untouched } from "./context.js";
 import { reloadThroughMaster } from "./master.js";

@@ -9,7 +9,7 @@
 import { createConnection } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError, describeError } from "../../errors.js";
-import type { ReloadOutcome } from "../../reconcile/model.js";
+import type { ReloadOutcome } from "../haproxy/engine/model.js";
 
 export interface ProcList {
 	/** Reloads the master has done (successful or not). */

@@ -7,7 +7,8 @@
 import { dirname } from "node:path";
 import { keyTypeOf } from "../../certificates/index.js";
 import { isCertificateeError } from "../../errors.js";
-import type { EndpointObservation, ObservedCrtList, ObservedRef, RefMeta } from "../../reconcile/model.js";
+import type { RefMeta } from "../../reconcile/model.js";
+import type { EndpointObservation, ObservedCrtList, ObservedRef } from "../haproxy/engine/model.js";
 import { endpointError, type RuntimeContext, untouched } from "./context.js";
 import { describeCrtList } from "./crt-list-files.js";
 import { readHaproxyCfg } from "./haproxy-config.js";

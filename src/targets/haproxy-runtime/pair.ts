@@ -19,7 +19,7 @@ import { dirname, join } from "node:path";
 import { syncDir, writeFileAtomic, writeTempFile } from "../../base/atomic-file.js";
 import { type Bundle, combinedPem } from "../../certificates/index.js";
 import { CertificateeError } from "../../errors.js";
-import type { PlacedWrite } from "../../reconcile/model.js";
+import type { PlacedWrite } from "../haproxy/engine/model.js";
 import { keyMatchesPem } from "./keys.js";
 
 const JOURNAL = /^\.certificatee-pair-[0-9a-f]{12}\.json$/;

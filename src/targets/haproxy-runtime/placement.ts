@@ -1,5 +1,5 @@
 /**
- * Where each observed ref of a haproxy-runtime endpoint lives (reconcile/model.ts `Placement`): how HAProxy
+ * Where each observed ref of a haproxy-runtime endpoint lives (targets/haproxy/engine/model.ts `Placement`): how HAProxy
  * makes it live, its certificate file, its key file, its companion files, and whether HAProxy's own ACME
  * manages it. Learnt from what HAProxy says (`Crt filename` / `Key filename` on 3.2+, `@store/alias` names,
  * the `@<frontend>` crt-list of ssl-f-use, `acme status`), from the files (a PEM holding no key, with `X.key`
@@ -10,7 +10,8 @@ import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { leafMeta } from "../../reconcile/leaf-meta.js";
-import type { ExtraFile, ObservedRef, Placement, PlacementVia, RefMeta } from "../../reconcile/model.js";
+import type { RefMeta } from "../../reconcile/model.js";
+import type { ExtraFile, ObservedRef, Placement, PlacementVia } from "../haproxy/engine/model.js";
 import { where } from "./haproxy-config.js";
 import { keyMatchesPem } from "./keys.js";
 import type { CertDetail } from "./parse.js";

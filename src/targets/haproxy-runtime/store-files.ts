@@ -8,7 +8,7 @@
 import { statSync } from "node:fs";
 import { isAbsolute, join, normalize } from "node:path";
 import type { CertificateeError } from "../../errors.js";
-import type { Placement } from "../../reconcile/model.js";
+import type { Placement } from "../haproxy/engine/model.js";
 import { type CfgAt, type CfgLoad, type HaproxyCfg, resolveAgainst, where } from "./haproxy-config.js";
 import type { CertDetail } from "./parse.js";
 import type { RuntimeTargetConfig } from "./schema.js";

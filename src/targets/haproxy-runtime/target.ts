@@ -1,5 +1,5 @@
 /** The `haproxy-runtime` kind as a target: its one node, run by the HAProxy engine (targets/haproxy/engine/). */
-import { storageDirName } from "../../reconcile/model.js";
+import { storageDirName } from "../haproxy/engine/model.js";
 import { haproxyTarget } from "../haproxy/engine/target.js";
 import { socketKey } from "../haproxy/engine/writers.js";
 import type { TargetFactory } from "../types.js";

@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { probeServed } from "../../../src/probe/index.js";
-import type { EndpointObservation } from "../../../src/reconcile/model.js";
+import type { EndpointObservation } from "../../../src/targets/haproxy/engine/model.js";
 import {
 	createDataplaneClient,
 	type DataplaneClientHandle,

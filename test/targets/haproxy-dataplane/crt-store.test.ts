@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { normaliseSerial } from "../../../src/certificates/index.js";
 import { runOnlineChecks } from "../../../src/cli/commands/online.js";
 import type { Config } from "../../../src/config/schema.js";
-import type { ObservedRef } from "../../../src/reconcile/model.js";
+import type { ObservedRef } from "../../../src/targets/haproxy/engine/model.js";
 import { placeLoads, unquote } from "../../../src/targets/haproxy-dataplane/crt-stores.js";
 import { createDataplaneEndpoint } from "../../../src/targets/haproxy-dataplane/index.js";
 import { dataplaneTargetSchema } from "../../../src/targets/haproxy-dataplane/schema.js";

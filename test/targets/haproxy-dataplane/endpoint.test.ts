@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseBundle } from "../../../src/certificates/bundle.js";
 import type { Bundle } from "../../../src/certificates/types.js";
-import type { EndpointObservation, ObservedRef } from "../../../src/reconcile/model.js";
+import type { EndpointObservation, ObservedRef } from "../../../src/targets/haproxy/engine/model.js";
 import {
 	createDataplaneEndpoint,
 	type DataplaneEndpoint,

@@ -1,6 +1,6 @@
 /** When an incremental observation may reuse the last one (memory.ts): pure, a table of surprises. */
 import { describe, expect, it } from "vitest";
-import type { HaproxyAction } from "../../../src/reconcile/model.js";
+import type { HaproxyAction } from "../../../src/targets/haproxy/engine/model.js";
 import {
 	fullBecause,
 	intern,

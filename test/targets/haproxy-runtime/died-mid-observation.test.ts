@@ -12,9 +12,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { endpointState } from "../../../src/reconcile/convergence.js";
-import type { EndpointDriver } from "../../../src/reconcile/model.js";
 import type { EndpointReport } from "../../../src/reconcile/report.js";
 import { createFleetRunner } from "../../../src/targets/haproxy/engine/fleet.js";
+import type { EndpointDriver } from "../../../src/targets/haproxy/engine/model.js";
 import {
 	createRuntimeEndpoint,
 	type RuntimeEndpoint,

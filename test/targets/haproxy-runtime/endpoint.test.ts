@@ -2,7 +2,7 @@ import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Bundle, parseBundle } from "../../../src/certificates/index.js";
-import type { HaproxyAction, ObservedRef } from "../../../src/reconcile/model.js";
+import type { HaproxyAction, ObservedRef } from "../../../src/targets/haproxy/engine/model.js";
 import {
 	createRuntimeEndpoint,
 	type RuntimeEndpoint,

@@ -9,7 +9,7 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseBundle } from "../../../src/certificates/bundle.js";
-import type { EndpointObservation, ObservedRef } from "../../../src/reconcile/model.js";
+import type { EndpointObservation, ObservedRef } from "../../../src/targets/haproxy/engine/model.js";
 import { createRuntimeEndpoint, RuntimeClient } from "../../../src/targets/haproxy-runtime/index.js";
 import { runtimeTargetSchema } from "../../../src/targets/haproxy-runtime/schema.js";
 import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../../harness/certs.js";

@@ -7,7 +7,7 @@
  * can write and fsync them together (one directory fsync). The other steps keep their order; a run of
  * consecutive steps of one batched op on distinct refs forms one group (runtime sets: back to back, in order).
  */
-import type { HaproxyAction } from "../../../reconcile/model.js";
+import type { HaproxyAction } from "./model.js";
 
 const STORAGE_WRITES: ReadonlySet<HaproxyAction["op"]> = new Set(["storage-create", "storage-replace"]);
 

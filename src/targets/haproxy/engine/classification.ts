@@ -1,11 +1,7 @@
 /** What classifying one endpoint reads: the desired certificates, the observation, the policy. */
-import type {
-	DesiredCertificate,
-	ObservedCrtList,
-	ObservedRef,
-	ServedCertificate,
-} from "../../../reconcile/model.js";
+import type { DesiredCertificate, ServedCertificate } from "../../../reconcile/model.js";
 import type { Verdict } from "../../../reconcile/verdict.js";
+import type { ObservedCrtList, ObservedRef } from "./model.js";
 
 export interface DuplicatePolicy {
 	/** "remove": delete confirmed duplicates once their keeper is stable; "report": keep them synced. */

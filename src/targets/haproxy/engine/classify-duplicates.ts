@@ -5,9 +5,9 @@
  * else a legacy duplicate. Pure.
  */
 import { sameNameSet } from "../../../certificates/names.js";
-import type { ObservedCrtList, ObservedRef } from "../../../reconcile/model.js";
 import type { PendingCrtListChange, Verdict } from "../../../reconcile/verdict.js";
 import type { ClassifyContext, ClassifyInput } from "./classification.js";
+import type { ObservedCrtList, ObservedRef } from "./model.js";
 import { comparableNames, namesOf, sameKeyType, sideHolds, staleSidesOf } from "./ref-content.js";
 
 type Keeper = ClassifyInput["desired"][number];

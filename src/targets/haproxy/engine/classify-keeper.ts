@@ -2,9 +2,10 @@
 import { bundleNames } from "../../../certificates/bundle.js";
 import { droppedNames } from "../../../certificates/names.js";
 import { downgradeRefusal } from "../../../reconcile/downgrade.js";
-import type { DesiredCertificate, ObservedRef } from "../../../reconcile/model.js";
+import type { DesiredCertificate } from "../../../reconcile/model.js";
 import type { Side, Verdict } from "../../../reconcile/verdict.js";
 import type { DuplicatePolicy } from "./classification.js";
+import type { ObservedRef } from "./model.js";
 import { refNames, staleSidesOf } from "./ref-content.js";
 
 export function classifyKeeper(

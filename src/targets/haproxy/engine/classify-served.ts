@@ -4,9 +4,10 @@
  */
 import { isIP } from "node:net";
 import { bundleNames } from "../../../certificates/bundle.js";
-import type { ObservedRef, ServedCertificate } from "../../../reconcile/model.js";
+import type { ServedCertificate } from "../../../reconcile/model.js";
 import type { Verdict, VerdictClass } from "../../../reconcile/verdict.js";
 import type { ClassifyInput } from "./classification.js";
+import type { ObservedRef } from "./model.js";
 import { refNames, sameKeyType, sideMatches } from "./ref-content.js";
 
 /** Each probed name whose desired certificate HAProxy does not serve, and which ref serves it instead if known. */

@@ -4,12 +4,13 @@
  * (classify-keeper.ts), then every other ref through a chain of small rules (classify-duplicates.ts), then the
  * names another ref serves or may serve (classify-served.ts).
  */
-import type { ObservedRef } from "../../../reconcile/model.js";
+
 import type { Verdict } from "../../../reconcile/verdict.js";
 import type { ClassifyContext, ClassifyInput } from "./classification.js";
 import { classifyOther } from "./classify-duplicates.js";
 import { classifyKeeper } from "./classify-keeper.js";
 import { mayBeShadowed, shadowedByProbe } from "./classify-served.js";
+import type { ObservedRef } from "./model.js";
 import { keeperRef } from "./placement.js";
 
 export type {

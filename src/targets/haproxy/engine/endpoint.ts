@@ -5,15 +5,8 @@
 import pLimit from "p-limit";
 import { CertificateeError, describeError, errorView } from "../../../errors.js";
 import { handshakeRefused } from "../../../probe/index.js";
-import { auditServed, auditSteps, observedSerial } from "../../../reconcile/audit.js";
-import {
-	type ActionResult,
-	type DesiredCertificate,
-	type EndpointDriver,
-	type HaproxyAction,
-	runtimeNameOf,
-	type ServedCertificate,
-} from "../../../reconcile/model.js";
+import { auditServed } from "../../../reconcile/audit.js";
+import type { ActionResult, DesiredCertificate, ServedCertificate } from "../../../reconcile/model.js";
 import {
 	type EndpointReport,
 	emptyEndpointReport,
@@ -25,9 +18,11 @@ import {
 } from "../../../reconcile/report.js";
 import { verifyCanary } from "../../../reconcile/rollout-checks.js";
 import type { CheckResult, VerifySpec } from "../../../reconcile/rollout-view.js";
+import { auditSteps, observedSerial } from "./audit.js";
 import { batchGroups } from "./batches.js";
 import { classifyEndpoint, type DuplicatePolicy, type Side, type Verdict } from "./classify.js";
 import { type Observed, observeLive, workerChange, workerGone } from "./liveness.js";
+import { type EndpointDriver, type HaproxyAction, runtimeNameOf } from "./model.js";
 import { planEndpoint } from "./plan.js";
 import { sideMatches } from "./ref-content.js";
 import {

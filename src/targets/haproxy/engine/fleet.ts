@@ -9,7 +9,7 @@ import { createTrustCache, type TrustStore } from "../../../certificates/trust.j
 import type { TargetRunner } from "../../../reconcile/cycle.js";
 import { selectCertificates } from "../../../reconcile/cycle.js";
 import { trustHolds } from "../../../reconcile/holds.js";
-import type { DesiredCertificate, EndpointDriver } from "../../../reconcile/model.js";
+import type { DesiredCertificate } from "../../../reconcile/model.js";
 import type { CycleMode } from "../../../reconcile/report.js";
 import {
 	type EndpointReport,
@@ -23,6 +23,7 @@ import { canonicalCollisions, canonicalRef } from "../naming.js";
 import type { DuplicatePolicy } from "./classify.js";
 import { processEndpoint } from "./endpoint.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
+import type { EndpointDriver } from "./model.js";
 import type { WriteQueues } from "./writers.js";
 
 export interface FleetOptions {

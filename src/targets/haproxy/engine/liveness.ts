@@ -5,7 +5,7 @@
  * verdict and after the writes.
  */
 import { CertificateeError, describeError } from "../../../errors.js";
-import type { EndpointDriver, EndpointObservation } from "../../../reconcile/model.js";
+import type { EndpointDriver, EndpointObservation } from "./model.js";
 import { sameWorker, workerFromInfo } from "./writers.js";
 
 /** What of an endpoint's job a look at its worker needs. */

@@ -13,7 +13,8 @@
  *   the chain, so HAProxy finds the issuer there first: kept (it belongs to the CA, not to the certificate).
  */
 import { sameNameSet } from "../../../certificates/names.js";
-import type { DesiredCertificate, ObservedRef, PlacedWrite, Placement } from "../../../reconcile/model.js";
+import type { DesiredCertificate } from "../../../reconcile/model.js";
+import type { ObservedRef, PlacedWrite, Placement } from "./model.js";
 
 /** The files of a storage write of a ref placed so, or why it is never written. */
 export function placedWrite(p: Placement): PlacedWrite | { refused: string } {

@@ -4,20 +4,15 @@
  * never brings back old content), then duplicate removals (crt-list, runtime, storage: never a reload).
  */
 import type { Bundle } from "../../../certificates/types.js";
-import type {
-	DesiredCertificate,
-	ObservedCrtList,
-	ObservedRef,
-	PlannedStep,
-	ServedCertificate,
-} from "../../../reconcile/model.js";
+import type { DesiredCertificate, ServedCertificate } from "../../../reconcile/model.js";
 import type { Verdict } from "./classify.js";
+import type { HaproxyStep, ObservedCrtList, ObservedRef } from "./model.js";
 import { placedWrite } from "./placement.js";
 import type { ReloadNeed } from "./reload-budget.js";
 import { planServing, type ServingAfter } from "./serving.js";
 
 export interface EndpointPlan {
-	steps: PlannedStep[];
+	steps: HaproxyStep[];
 	/** Things that need an operator, e.g. a new certificate that only a reload can make live. */
 	notes: string[];
 	/** Which ref serves each name of every keeper written at runtime, once the steps ran. */
@@ -72,8 +67,8 @@ export function planEndpoint(input: PlanInput): EndpointPlan {
 /** The plan being built: keepers' writes first, duplicate removals after. */
 interface Planning {
 	input: PlanInput;
-	keeperSteps: PlannedStep[];
-	removalSteps: PlannedStep[];
+	keeperSteps: HaproxyStep[];
+	removalSteps: HaproxyStep[];
 	notes: string[];
 	reloadNeeds: ReloadNeed[];
 }

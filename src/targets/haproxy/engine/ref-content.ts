@@ -3,8 +3,9 @@ import { bundleNames } from "../../../certificates/bundle.js";
 import { chainMatches } from "../../../certificates/chain.js";
 import { nameSet } from "../../../certificates/names.js";
 import type { Bundle, CertificateInfo } from "../../../certificates/types.js";
-import type { DesiredCertificate, ObservedRef, RefMeta } from "../../../reconcile/model.js";
+import type { DesiredCertificate, RefMeta } from "../../../reconcile/model.js";
 import type { Side } from "../../../reconcile/verdict.js";
+import type { ObservedRef } from "./model.js";
 
 /** Does one side hold exactly this leaf? Compares fingerprints where the side reports them, else serials. */
 export function sideMatches(meta: RefMeta | undefined, leaf: CertificateInfo): boolean {

@@ -4,8 +4,8 @@
  */
 
 import type { CertificateeError } from "../../../errors.js";
-import type { HaproxyAction, ObservedRef } from "../../../reconcile/model.js";
 import { type StepView, viewAction } from "../../../reconcile/report.js";
+import type { HaproxyAction, ObservedRef } from "./model.js";
 import { sideMatches } from "./ref-content.js";
 
 /**

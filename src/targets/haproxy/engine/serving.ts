@@ -11,20 +11,14 @@
  * the handover is reported as `shadowed` before the write, naming the culprit.
  */
 import { nameSet } from "../../../certificates/names.js";
-import type {
-	DesiredCertificate,
-	HaproxyAction,
-	ObservedRef,
-	PlannedStep,
-	ServedCertificate,
-	ServingAfter,
-} from "../../../reconcile/model.js";
+import type { DesiredCertificate, ServedCertificate, ServingAfter } from "../../../reconcile/model.js";
 import type { Verdict } from "./classify.js";
+import type { HaproxyAction, HaproxyStep, ObservedRef } from "./model.js";
 
 export type { ServingAfter };
 
 export interface ServingInput {
-	steps: readonly PlannedStep[];
+	steps: readonly HaproxyStep[];
 	refs: ReadonlyMap<string, ObservedRef>;
 	desired: ReadonlyMap<string, DesiredCertificate>;
 	/** Probe results before the writes: who serves each name now. */
@@ -35,7 +29,7 @@ export interface ServingInput {
 
 export interface ServingPlan {
 	/** The steps with re-inserts placed right after the keeper write they undo the handover of. */
-	steps: PlannedStep[];
+	steps: HaproxyStep[];
 	servingAfter: ServingAfter[];
 	/** Names handed to another ref by a write, not prevented: reported before the write. */
 	shadowed: Extract<Verdict, { class: "shadowed" }>[];
@@ -149,7 +143,7 @@ function reinsertOf(r: ObservedRef): Extract<HaproxyAction, { op: "runtime-reins
 }
 
 export function planServing(input: ServingInput): ServingPlan {
-	const steps: PlannedStep[] = [];
+	const steps: HaproxyStep[] = [];
 	const servingAfter: ServingAfter[] = [];
 	const shadowed: ServingPlan["shadowed"] = [];
 	const holders = holdersByName(input.refs);

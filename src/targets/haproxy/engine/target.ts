@@ -4,9 +4,9 @@
  * certificates are made live, and the address of the process each endpoint writes to.
  */
 import { loadTrustStore } from "../../../certificates/trust.js";
-import type { EndpointDriver } from "../../../reconcile/model.js";
 import type { BuiltTarget, TargetDeps } from "../../types.js";
 import { createFleetRunner } from "./fleet.js";
+import type { EndpointDriver } from "./model.js";
 import { createWriteQueues } from "./writers.js";
 
 /** The options of a haproxy-runtime and a haproxy-dataplane target that mean the same. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { HaproxyAction } from "../../../../src/reconcile/model.js";
 import { batchGroups } from "../../../../src/targets/haproxy/engine/batches.js";
+import type { HaproxyAction } from "../../../../src/targets/haproxy/engine/model.js";
 
 const step = (op: HaproxyAction["op"], ref: string) => ({ action: { op, ref } as unknown as HaproxyAction });
 const BATCHED = new Set<HaproxyAction["op"]>(["storage-create", "storage-replace", "runtime-set"]);

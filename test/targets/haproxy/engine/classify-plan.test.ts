@@ -1,12 +1,8 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { chainFingerprints, droppedNames, parseBundle } from "../../../../src/certificates/index.js";
-import type {
-	DesiredCertificate,
-	ObservedRef,
-	RefMeta,
-	ServedCertificate,
-} from "../../../../src/reconcile/model.js";
+import type { DesiredCertificate, RefMeta, ServedCertificate } from "../../../../src/reconcile/model.js";
 import { classifyEndpoint, type DuplicatePolicy } from "../../../../src/targets/haproxy/engine/classify.js";
+import type { ObservedRef } from "../../../../src/targets/haproxy/engine/model.js";
 import { planEndpoint } from "../../../../src/targets/haproxy/engine/plan.js";
 import { checkNameRemoval } from "../../../../src/targets/haproxy/guard.js";
 import { createTestCa, issueTestLeaf } from "../../../harness/certs.js";

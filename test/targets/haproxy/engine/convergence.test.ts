@@ -4,13 +4,9 @@
  * The same scenario runs against a real HAProxy in the fleet tests (runtime-target.test.ts, dataplane-target.test.ts).
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import type {
-	DesiredCertificate,
-	HaproxyAction,
-	ObservedRef,
-	RefMeta,
-} from "../../../../src/reconcile/model.js";
+import type { DesiredCertificate, RefMeta } from "../../../../src/reconcile/model.js";
 import { classifyEndpoint } from "../../../../src/targets/haproxy/engine/classify.js";
+import type { HaproxyAction, ObservedRef } from "../../../../src/targets/haproxy/engine/model.js";
 import { planEndpoint } from "../../../../src/targets/haproxy/engine/plan.js";
 import { desiredCert, metaOf, oldMeta, removePolicy } from "../../../reconcile/scenario.js";
 

@@ -4,8 +4,9 @@
  * the exact line to remove. Pure: plain data in, steps and verdicts out.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import type { DesiredCertificate, ObservedCrtList, ObservedRef } from "../../../../src/reconcile/model.js";
+import type { DesiredCertificate } from "../../../../src/reconcile/model.js";
 import { classifyEndpoint } from "../../../../src/targets/haproxy/engine/classify.js";
+import type { ObservedCrtList, ObservedRef } from "../../../../src/targets/haproxy/engine/model.js";
 import { planEndpoint } from "../../../../src/targets/haproxy/engine/plan.js";
 import { desiredCert, metaOf, oldMeta, ref, removePolicy } from "../../../reconcile/scenario.js";
 

@@ -1,6 +1,6 @@
 /** The pure half of placement (src/targets/haproxy/engine/placement.ts): the files of a write, and the keeper in place. */
 import { describe, expect, it } from "vitest";
-import type { ObservedRef, Placement } from "../../../../src/reconcile/model.js";
+import type { ObservedRef, Placement } from "../../../../src/targets/haproxy/engine/model.js";
 import { keeperRef, placedWrite } from "../../../../src/targets/haproxy/engine/placement.js";
 import { desiredCert, metaOf } from "../../../reconcile/scenario.js";
 

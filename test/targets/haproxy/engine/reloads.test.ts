@@ -4,8 +4,9 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { CertificateeError } from "../../../../src/errors.js";
-import type { DesiredCertificate, HaproxyAction, ObservedRef } from "../../../../src/reconcile/model.js";
+import type { DesiredCertificate } from "../../../../src/reconcile/model.js";
 import { type StepView, viewAction } from "../../../../src/reconcile/report.js";
+import type { HaproxyAction, ObservedRef } from "../../../../src/targets/haproxy/engine/model.js";
 import {
 	holds,
 	redoView,
