@@ -20,7 +20,6 @@ const FILES_OVER: Record<string, number> = {
 const FUNCTIONS_OVER: Record<string, number> = {
 	"src/targets/haproxy/engine/endpoint.ts: processEndpoint": 121,
 	"src/targets/haproxy/engine/endpoint.ts: reloadIfAllowed": 96,
-	"src/targets/haproxy-runtime/master.ts: reloadThroughMaster": 73,
 	"src/metrics/status-view.ts: statusSummary": 69,
 	"src/sources/acme/problem.ts: toAcmeError": 67,
 	"src/targets/haproxy/engine/fleet.ts: run": 65,

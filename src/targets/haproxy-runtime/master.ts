@@ -86,30 +86,85 @@ export interface MasterReloadOptions {
 const POLL_MS = 100;
 
 export async function reloadThroughMaster(o: MasterReloadOptions): Promise<ReloadOutcome> {
-	const fail = (message: string, hint: string, cause?: unknown): ReloadOutcome => ({
-		ok: false,
-		error: new CertificateeError("RELOAD_FAILED", `${o.endpoint}: ${message}`, {
-			context: { endpoint: o.endpoint, file: o.path, operation: "reload" },
-			hint,
-			...(cause === undefined ? {} : { cause }),
-		}),
-	});
 	const deadline = Date.now() + o.timeoutMs;
 	let before: ProcList;
 	try {
 		before = parseShowProc(await masterCommand(o.path, "show proc", o.timeoutMs));
 	} catch (e) {
-		return fail(
+		return reloadFailure(
+			o,
 			`the master CLI ${o.path} did not answer "show proc": ${describeError(e)}`,
 			"check master_cli: HAProxy must run in master-worker mode with -S <path>, readable by certificatee",
 			e,
 		);
 	}
 	const was = before.workers.find((w) => w.reloads === 0)?.pid ?? before.workers[0]?.pid;
+	const refused = await sendReload(o, was);
+	if (refused) return refused;
+	const after = await reloadReported(o, before, deadline);
+	if (after === undefined) {
+		return reloadFailure(
+			o,
+			`the master did not report the reload within ${o.timeoutMs} ms`,
+			"check HAProxy's log and show proc on its master CLI",
+		);
+	}
+	if (after.failed > before.failed) {
+		return reloadFailure(
+			o,
+			`HAProxy failed to load its configuration on reload (show proc: failed ${after.failed}); worker ${was ?? "?"} keeps serving the old certificates`,
+			"run haproxy -c on its configuration and fix it; see HAProxy's log",
+		);
+	}
+	const fresh = after.workers.find((w) => w.reloads === 0 && w.pid !== was);
+	if (fresh === undefined) {
+		return reloadFailure(
+			o,
+			"the master reloaded but lists no new worker",
+			"check HAProxy's log and show proc",
+		);
+	}
+	if (await workerAnswers(o, fresh.pid, deadline)) {
+		return {
+			ok: true,
+			...(was === undefined ? {} : { from: was }),
+			to: fresh.pid,
+			detail: `reloaded through the master CLI: worker ${was ?? "?"} -> ${fresh.pid}`,
+		};
+	}
+	return reloadFailure(
+		o,
+		`new worker ${fresh.pid} did not answer on the stats socket within ${o.timeoutMs} ms`,
+		"check HAProxy's log",
+	);
+}
+
+function reloadFailure(
+	o: MasterReloadOptions,
+	message: string,
+	hint: string,
+	cause?: unknown,
+): ReloadOutcome {
+	return {
+		ok: false,
+		error: new CertificateeError("RELOAD_FAILED", `${o.endpoint}: ${message}`, {
+			context: { endpoint: o.endpoint, file: o.path, operation: "reload" },
+			hint,
+			...(cause === undefined ? {} : { cause }),
+		}),
+	};
+}
+
+/** Sends `reload`; a failure when the master refused the connection or answered that the new configuration failed. */
+async function sendReload(
+	o: MasterReloadOptions,
+	was: number | undefined,
+): Promise<ReloadOutcome | undefined> {
 	try {
 		const answer = readReloadAnswer(await masterCommand(o.path, "reload", o.timeoutMs));
 		if (answer.status === "failed") {
-			return fail(
+			return reloadFailure(
+				o,
 				`HAProxy failed to load its configuration on reload: ${answer.alerts[0] ?? "Success=0"}; worker ${was ?? "?"} keeps serving the old certificates`,
 				"run haproxy -c on its configuration and fix it; see HAProxy's log",
 			);
@@ -118,51 +173,36 @@ export async function reloadThroughMaster(o: MasterReloadOptions): Promise<Reloa
 		// The master re-executes itself on reload and may drop the connection: only a refused connect is a failure.
 		const code = (e as NodeJS.ErrnoException).code;
 		if (code === "ENOENT" || code === "ECONNREFUSED" || code === "EACCES") {
-			return fail(
+			return reloadFailure(
+				o,
 				`could not send reload to the master CLI ${o.path}: ${describeError(e)}`,
 				"check master_cli",
 				e,
 			);
 		}
 	}
-	let after: ProcList | undefined;
+	return undefined;
+}
+
+/** The master's process list once it counts more reloads than `before`; undefined if it does not by `deadline`. */
+async function reloadReported(
+	o: MasterReloadOptions,
+	before: ProcList,
+	deadline: number,
+): Promise<ProcList | undefined> {
 	while (Date.now() < deadline) {
-		after = await masterCommand(o.path, "show proc", o.timeoutMs).then(parseShowProc, () => undefined);
-		if (after !== undefined && after.reloads > before.reloads) break;
-		after = undefined;
+		const after = await masterCommand(o.path, "show proc", o.timeoutMs).then(parseShowProc, () => undefined);
+		if (after !== undefined && after.reloads > before.reloads) return after;
 		await sleep(POLL_MS);
 	}
-	if (after === undefined) {
-		return fail(
-			`the master did not report the reload within ${o.timeoutMs} ms`,
-			"check HAProxy's log and show proc on its master CLI",
-		);
-	}
-	if (after.failed > before.failed) {
-		return fail(
-			`HAProxy failed to load its configuration on reload (show proc: failed ${after.failed}); worker ${was ?? "?"} keeps serving the old certificates`,
-			"run haproxy -c on its configuration and fix it; see HAProxy's log",
-		);
-	}
-	const fresh = after.workers.find((w) => w.reloads === 0 && w.pid !== was);
-	if (fresh === undefined) {
-		return fail("the master reloaded but lists no new worker", "check HAProxy's log and show proc");
-	}
-	// The stats socket must answer from the new worker before anything is observed or probed.
+	return undefined;
+}
+
+/** The stats socket must answer from the new worker before anything is observed or probed. */
+async function workerAnswers(o: MasterReloadOptions, pid: number, deadline: number): Promise<boolean> {
 	while (Date.now() < deadline) {
-		const pid = await o.currentWorker().catch(() => undefined);
-		if (pid === fresh.pid) {
-			return {
-				ok: true,
-				...(was === undefined ? {} : { from: was }),
-				to: fresh.pid,
-				detail: `reloaded through the master CLI: worker ${was ?? "?"} -> ${fresh.pid}`,
-			};
-		}
+		if ((await o.currentWorker().catch(() => undefined)) === pid) return true;
 		await sleep(POLL_MS);
 	}
-	return fail(
-		`new worker ${fresh.pid} did not answer on the stats socket within ${o.timeoutMs} ms`,
-		"check HAProxy's log",
-	);
+	return false;
 }
