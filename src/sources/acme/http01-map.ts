@@ -137,6 +137,7 @@ export function createHttp01MapResponder(options: Http01MapOptions): Http01MapRe
 
 	return {
 		address,
+		via: "haproxy-map",
 		async publish(token, keyAuthorization, domain, signal) {
 			outstanding += 1;
 			try {

@@ -22,7 +22,14 @@ export interface Http01Responder {
 	/** Clears answers an earlier run left behind (HAProxy maps); the built-in responder has none. */
 	prepare?(signal: AbortSignal): Promise<void>;
 	readonly address: string;
+	/**
+	 * How answers are served: `listen`, by the built-in responder on its address; `haproxy-map`, by every HAProxy
+	 * node of the named targets, each checked to answer before the CA is asked.
+	 */
+	readonly via: Http01Via;
 }
+
+export type Http01Via = "listen" | "haproxy-map";
 
 function splitAddress(address: string): { host: string; port: number } {
 	const i = address.lastIndexOf(":");
@@ -86,6 +93,7 @@ export function createHttp01Responder(address: string): Http01Responder {
 
 	return {
 		address,
+		via: "listen",
 		async publish(token, keyAuthorization) {
 			tokens.set(token, keyAuthorization);
 			try {

@@ -63,7 +63,6 @@ export interface IssuerContext {
 	directoryUrl: string;
 	logger: AcmeLogger;
 	store: AccountStore;
-	http01Listen: string | undefined;
 	/** Where HTTP-01 answers go (the built-in responder or HAProxy maps); closed with the issuer. */
 	responder: Http01Responder | undefined;
 	solver: ChallengeSolver;
@@ -91,7 +90,6 @@ export function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): I
 			}
 		: undefined;
 	const responder = http01Responder(config, deps, logger);
-	const http01Listen = responder?.address;
 	const solver = challengeSolver(config, responder, logger);
 	// One TLS context for every connection (tls.connect would build one per connection from `ca`).
 	const secureContext = createSecureContext(ca ? { ca } : {});
@@ -118,7 +116,6 @@ export function issuerContext(config: AcmeSourceConfig, deps: AcmeIssuerDeps): I
 		directoryUrl,
 		logger,
 		store,
-		http01Listen,
 		responder,
 		solver,
 		agent,

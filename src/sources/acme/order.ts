@@ -50,7 +50,7 @@ export async function issueCertificate(
 	request: IssueRequest,
 	outer: AbortSignal,
 ): Promise<IssuedPem> {
-	const { config, directoryUrl, http01Listen } = ictx;
+	const { config, directoryUrl, responder } = ictx;
 	const signal = AbortSignal.any([outer, AbortSignal.timeout(config.timeout)]);
 	const ctx: TransportContext = { signal, problems: [] };
 	const domains = normaliseDomains(request.domains);
@@ -58,7 +58,7 @@ export async function issueCertificate(
 		certificate: request.certificate,
 		operation: "account registration",
 		endpoint: directoryUrl,
-		...(http01Listen ? { http01: http01Listen } : {}),
+		...(responder ? { http01: { address: responder.address, via: responder.via } } : {}),
 		problems: ctx.problems,
 		signal,
 	};
