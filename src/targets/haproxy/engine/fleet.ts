@@ -79,7 +79,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 	};
 	const processOne = async (
 		driver: EndpointDriver,
-		job: Omit<Parameters<typeof processEndpoint>[0], "driver">,
+		job: EndpointJob,
 		memory: Map<string, EndpointMemory>,
 	): Promise<EndpointReport> => {
 		const state = memory.get(driver.name) ?? { failures: 0, skipLeft: 0, pinned: {} };
@@ -133,18 +133,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			onEndpoint?: (report: EndpointReport) => void,
 			rollout?: TargetRollout,
 		): Promise<TargetReport> {
-			const selected = selectCertificates(all, options.certificates);
-			// Names that collide on one ref (possible from sources; the config's are rejected by validation)
-			// would overwrite each other every cycle: neither is written, and every endpoint report says so.
-			const collisions = canonicalCollisions(selected.map((c) => c.name));
-			const colliding = new Set(collisions.flatMap((c) => c.names));
-			const collisionNotes = collisions.map(
-				(c) =>
-					`${c.ref}: certificates ${c.names.map((n) => `"${n}"`).join(" and ")} all become ${c.ref} on this target; none of them is written (rename all but one)`,
-			);
-			const desired = selected
-				.filter((certificate) => !colliding.has(certificate.name))
-				.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
+			const { desired, collisionNotes } = withoutCollisions(selectCertificates(all, options.certificates));
 			const holds = trustHolds(
 				options.name,
 				desired,
@@ -156,6 +145,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 			const limit = pLimit(options.concurrency ?? 8);
 			const memory = await remembered();
 			const owned = options.owns ? options.endpoints.filter((e) => options.owns!(e.name)) : options.endpoints;
+			const shared = fleetJob(options, desired, mode, signal);
 			const endpoints = await Promise.all(
 				owned.map((driver) =>
 					limit(() =>
@@ -163,17 +153,7 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 							driver,
 							{
 								...rolloutJob(holds, rollout?.forEndpoint(driver.name), options.trust),
-								target: options.name,
-								desired,
-								policy: options.policy,
-								storageDir: options.storageDir,
-								...(options.newCertificateCrtList
-									? { newCertificateCrtList: options.newCertificateCrtList }
-									: {}),
-								...(options.newCertificateDirDefault ? { newCertificateDirDefault: true } : {}),
-								mode,
-								signal,
-								now: options.now,
+								...shared,
 							},
 							memory,
 						).then((report) => {
@@ -191,6 +171,49 @@ export function createFleetRunner(options: FleetOptions): TargetRunner {
 				);
 			return { target: options.name, kind: options.kind, endpoints };
 		},
+	};
+}
+
+/** What processEndpoint is given for one endpoint, but the endpoint's driver. */
+type EndpointJob = Omit<Parameters<typeof processEndpoint>[0], "driver">;
+
+/**
+ * Names that collide on one ref (possible from sources; the config's are rejected by validation) would overwrite
+ * each other every cycle: neither is written, and every endpoint report says so.
+ */
+function withoutCollisions(selected: readonly DesiredCertificate[]): {
+	desired: EndpointJob["desired"];
+	collisionNotes: string[];
+} {
+	const collisions = canonicalCollisions(selected.map((c) => c.name));
+	const colliding = new Set(collisions.flatMap((c) => c.names));
+	const collisionNotes = collisions.map(
+		(c) =>
+			`${c.ref}: certificates ${c.names.map((n) => `"${n}"`).join(" and ")} all become ${c.ref} on this target; none of them is written (rename all but one)`,
+	);
+	const desired = selected
+		.filter((certificate) => !colliding.has(certificate.name))
+		.map((certificate) => ({ ref: canonicalRef(certificate.name), certificate }));
+	return { desired, collisionNotes };
+}
+
+/** The part of an endpoint's job every endpoint of the target shares this cycle. */
+function fleetJob(
+	options: FleetOptions,
+	desired: EndpointJob["desired"],
+	mode: CycleMode,
+	signal: AbortSignal,
+): Omit<EndpointJob, "holds" | "verify"> {
+	return {
+		target: options.name,
+		desired,
+		policy: options.policy,
+		storageDir: options.storageDir,
+		...(options.newCertificateCrtList ? { newCertificateCrtList: options.newCertificateCrtList } : {}),
+		...(options.newCertificateDirDefault ? { newCertificateDirDefault: true } : {}),
+		mode,
+		signal,
+		now: options.now,
 	};
 }
 
