@@ -3,7 +3,7 @@
  * recorded, the issuer fallback list walked; and the policy's input read from it. Pure.
  */
 import type { RenewalWindow } from "../sources/types.js";
-import type { RenewalState } from "../store/records.js";
+import type { RenewalRecord } from "../store/records.js";
 import type { InService } from "./in-service.js";
 import type { OrderResult } from "./order.js";
 import { type RenewalPolicyConfig, renewAt } from "./policy.js";
@@ -25,7 +25,7 @@ export function policyConfig(
 /** What the policy decides from: the certificate in service, the CA's window (ARI) and the attempts so far. */
 export function policyInput(
 	config: RenewalPolicyConfig,
-	state: RenewalState,
+	state: RenewalRecord,
 	current: InService | undefined,
 	ari: RenewalWindow | undefined,
 	now: Date,
@@ -46,18 +46,18 @@ export function policyInput(
 }
 
 /** An order about to be placed: counted first, so a crash in the middle still feeds the loop breaker. */
-export function attemptStarted(state: RenewalState, now: Date): RenewalState {
+export function attemptStarted(state: RenewalRecord, now: Date): RenewalRecord {
 	const kept = state.orders.filter((o) => Date.parse(o) > now.getTime() - DAY);
 	return { ...state, lastAttemptAt: now.toISOString(), orders: [...kept, now.toISOString()] };
 }
 
 /** The renewal state after an order: a success resets failures and draws the next renewAt; a failure counts. */
 export function recordOutcome(
-	state: RenewalState,
+	state: RenewalRecord,
 	result: OrderResult,
 	now: Date,
 	config: RenewalPolicyConfig,
-): RenewalState {
+): RenewalRecord {
 	// A forced order is one order: the request is used up whatever its outcome.
 	const { forceRequestedAt: _r, ...unforced } = state;
 	if (!result.ok) {
@@ -79,12 +79,12 @@ export function recordOutcome(
 }
 
 /** Which issuer of a fallback list of `issuers` the next order goes to (its index). */
-export function issuerIndex(state: RenewalState, issuers: number): number {
+export function issuerIndex(state: RenewalRecord, issuers: number): number {
 	return Math.min(state.issuerIndex ?? 0, issuers - 1);
 }
 
 /** After an issued certificate: the next renewal starts again from the preferred issuer. */
-export function afterIssued(state: RenewalState): RenewalState {
+export function afterIssued(state: RenewalRecord): RenewalRecord {
 	return { ...state, issuerIndex: 0, failuresOnIssuer: 0 };
 }
 
@@ -94,12 +94,12 @@ export function afterIssued(state: RenewalState): RenewalState {
  * on the same issuer and it stays.
  */
 export function afterFailedOrder(
-	state: RenewalState,
+	state: RenewalRecord,
 	error: { retryable?: boolean },
 	index: number,
 	issuers: number,
 	fallbackAfter: number,
-): { state: RenewalState; next?: number } {
+): { state: RenewalRecord; next?: number } {
 	const onIssuer = (state.failuresOnIssuer ?? 0) + 1;
 	const moveOn = issuers > 1 && (!error.retryable || onIssuer >= fallbackAfter);
 	if (!moveOn) return { state: { ...state, failuresOnIssuer: onIssuer } };

@@ -11,11 +11,11 @@ import { issuerTypes } from "../sources/kinds.js";
 import type { Issuer, RenewalWindow } from "../sources/types.js";
 import {
 	type CertificateRecord,
-	type RenewalState,
+	type RenewalRecord,
 	readCertificateRecord,
-	readRenewalState,
+	readRenewalRecord,
 	type StoredRecord,
-	writeRenewalState,
+	writeRenewalRecord,
 } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
 import {
@@ -189,7 +189,7 @@ interface Renewal {
 	/** The issuer fallback list, preferred first. */
 	chain: Issuer[];
 	record: StoredRecord<CertificateRecord> | undefined;
-	state: RenewalState;
+	state: RenewalRecord;
 	stateVersion: number;
 	current: InService | undefined;
 	/** The CA's suggested window for the certificate in service (ARI). */
@@ -216,7 +216,7 @@ async function renewCertificate(
 		renewal = await orderFromChain(deps, spec, run, renewal);
 		decision = decide(renewal);
 		const state = { ...renewal.state, nextAttemptAt: decision.at.toISOString() };
-		await writeRenewalState(deps.store, spec.name, state, renewal.stateVersion);
+		await writeRenewalRecord(deps.store, spec.name, state, renewal.stateVersion);
 		renewal = { ...renewal, state };
 	}
 	return outcomeOf(spec, renewal, decision, ordered, run.now);
@@ -227,8 +227,8 @@ async function readRenewal(deps: RenewalDeps, spec: CertificateSpec, run: Renewa
 	const record = await readCertificateRecord(deps.store, spec.name);
 	const latest = record?.value.history[0];
 	const issuedBy = chain.find((i) => i.name === latest?.issuer) ?? chain[0]!;
-	const stateRecord = await readRenewalState(deps.store, spec.name);
-	const state: RenewalState = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
+	const stateRecord = await readRenewalRecord(deps.store, spec.name);
+	const state: RenewalRecord = stateRecord?.value ?? { jitter: run.random(), failures: 0, orders: [] };
 	const problems: SourceProblem[] = [];
 	const current = currentBundle(record, spec, problems);
 	const window = current
@@ -264,7 +264,7 @@ async function orderFromChain(
 		const index = issuerIndex(state, chain.length);
 		const issuer = chain[index]!;
 		state = attemptStarted(state, run.now);
-		stateVersion = await writeRenewalState(deps.store, spec.name, state, stateVersion);
+		stateVersion = await writeRenewalRecord(deps.store, spec.name, state, stateVersion);
 		const result = await order({ store: deps.store, issuer, spec, previous: renewal.record }, run);
 		state = recordOutcome(state, result, run.now, policyConfig(spec, deps.settings));
 		if (result.ok) {

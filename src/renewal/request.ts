@@ -6,10 +6,10 @@
 import { CertificateeError } from "../errors.js";
 import type { Issuer, RevocationReason } from "../sources/types.js";
 import {
-	type RenewalState,
+	type RenewalRecord,
 	readCertificateRecord,
-	readRenewalState,
-	writeRenewalState,
+	readRenewalRecord,
+	writeRenewalRecord,
 } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
 import { POLICY_DEFAULTS } from "./policy.js";
@@ -23,8 +23,8 @@ export async function requestRenewal(
 	options: { force: boolean; now: Date; maxOrdersPerDay?: number },
 ): Promise<void> {
 	const { force, now } = options;
-	const stored = await readRenewalState(store, name);
-	const state: RenewalState = stored?.value ?? { jitter: Math.random(), failures: 0, orders: [] };
+	const stored = await readRenewalRecord(store, name);
+	const state: RenewalRecord = stored?.value ?? { jitter: Math.random(), failures: 0, orders: [] };
 	if (!force) {
 		const recent = state.orders.filter((o) => Date.parse(o) > now.getTime() - DAY).length;
 		const limit = options.maxOrdersPerDay ?? POLICY_DEFAULTS.maxOrdersPerDay;
@@ -43,7 +43,7 @@ export async function requestRenewal(
 		}
 	}
 	const { lastFailureAt: _f, ...rest } = state;
-	const next: RenewalState = force
+	const next: RenewalRecord = force
 		? {
 				...rest,
 				failures: 0,
@@ -52,7 +52,7 @@ export async function requestRenewal(
 				forcedRenewals: (state.forcedRenewals ?? 0) + 1,
 			}
 		: { ...state, forceRequestedAt: now.toISOString() };
-	await writeRenewalState(store, name, next, stored?.version ?? 0);
+	await writeRenewalRecord(store, name, next, stored?.version ?? 0);
 }
 
 /** Revokes the certificate's latest issue through the issuer that issued it; returns what was revoked. */

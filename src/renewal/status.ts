@@ -2,8 +2,8 @@
 
 import type { Bundle } from "../certificates/types.js";
 import type { CertificateeError } from "../errors.js";
-import type { RenewalState as RenewalStateName } from "../reconcile/model.js";
-import type { RenewalState } from "../store/records.js";
+import type { RenewalState } from "../reconcile/model.js";
+import type { RenewalRecord } from "../store/records.js";
 import { type RenewalDecision, retryIntervalMs } from "./policy.js";
 import type { CertificateSpec } from "./schema.js";
 
@@ -29,7 +29,7 @@ export interface CertificateStatus {
 	failures: number;
 	breakerOpen: boolean;
 	/** issued, due, ordering, failing, backing-off or capped (see reconcile/report.ts). */
-	state: RenewalStateName;
+	state: RenewalState;
 	lastError?: { code: string; message: string; hint?: string; retryable?: boolean };
 	/** Orders an operator forced (renew --force, revoke), ever. */
 	forcedRenewals: number;
@@ -38,7 +38,7 @@ export interface CertificateStatus {
 /** The status from the stored state and the policy's decision (`ordered`: the decision an order was placed on). */
 export function certificateStatus(
 	spec: CertificateSpec,
-	state: RenewalState,
+	state: RenewalRecord,
 	decision: RenewalDecision,
 	ordered: RenewalDecision | undefined,
 	bundle: Bundle | undefined,
@@ -91,11 +91,11 @@ const ORDER_IN_FLIGHT_MS = 10 * 60_000;
 
 /** The one-word state `status` shows, from the stored state and the policy's decision. Pure. */
 export function renewalState(
-	state: RenewalState,
+	state: RenewalRecord,
 	decision: RenewalDecision,
 	orderedNow: boolean,
 	now: Date,
-): RenewalStateName {
+): RenewalState {
 	if (decision.action === "breaker-open") return "capped";
 	const attempt = state.lastAttemptAt ? Date.parse(state.lastAttemptAt) : Number.NEGATIVE_INFINITY;
 	const outcome = Math.max(

@@ -41,7 +41,7 @@ export type IssuedCertificate = z.infer<typeof issuedCertificateSchema>;
 export const certificateRecordSchema = z.object({ history: z.array(issuedCertificateSchema) });
 export type CertificateRecord = z.infer<typeof certificateRecordSchema>;
 
-export const renewalStateSchema = z.object({
+export const renewalRecordSchema = z.object({
 	/** In [0, 1): drawn once when a certificate is stored, then only read. */
 	jitter: z.number().min(0).max(1),
 	renewAt: isoDate.optional(),
@@ -70,7 +70,7 @@ export const renewalStateSchema = z.object({
 	/** How many times an operator forced an order (`certificatee_forced_renewals_total`). */
 	forcedRenewals: z.number().int().min(0).optional(),
 });
-export type RenewalState = z.infer<typeof renewalStateSchema>;
+export type RenewalRecord = z.infer<typeof renewalRecordSchema>;
 
 export interface StoredRecord<T> {
 	value: T;
@@ -114,12 +114,12 @@ export function storeIssued(
 	return store.put(certificateKey(name), { history }, previous?.version ?? 0);
 }
 
-export function readRenewalState(store: StateStore, name: string) {
-	return readRecord(store, renewalKey(name), renewalStateSchema);
+export function readRenewalRecord(store: StateStore, name: string) {
+	return readRecord(store, renewalKey(name), renewalRecordSchema);
 }
 
-export function writeRenewalState(store: StateStore, name: string, state: RenewalState, version: number) {
-	return store.put(renewalKey(name), renewalStateSchema.parse(state), version);
+export function writeRenewalRecord(store: StateStore, name: string, state: RenewalRecord, version: number) {
+	return store.put(renewalKey(name), renewalRecordSchema.parse(state), version);
 }
 
 /** One endpoint's memory across cycles, restarts and reloads. */

@@ -1,9 +1,9 @@
 /** The issuer fallback rule and the attempt bookkeeping, as pure functions (no store, no issuer). */
 import { describe, expect, it } from "vitest";
 import { afterFailedOrder, afterIssued, attemptStarted, issuerIndex } from "../../src/renewal/attempts.js";
-import type { RenewalState } from "../../src/store/records.js";
+import type { RenewalRecord } from "../../src/store/records.js";
 
-const state = (over: Partial<RenewalState> = {}): RenewalState => ({
+const state = (over: Partial<RenewalRecord> = {}): RenewalRecord => ({
 	jitter: 0.5,
 	failures: 0,
 	orders: [],

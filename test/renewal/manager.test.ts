@@ -14,7 +14,7 @@ import { certificateSpecSchema } from "../../src/renewal/schema.js";
 import { createLocalCaIssuer, localCaSourceSchema } from "../../src/sources/local-ca/index.js";
 import type { Issuer } from "../../src/sources/types.js";
 import { type FileStore, openFileStore } from "../../src/store/file-store.js";
-import { readCertificateRecord, readRenewalState } from "../../src/store/records.js";
+import { readCertificateRecord, readRenewalRecord } from "../../src/store/records.js";
 import { stateAt } from "../harness/state.js";
 
 const run = promisify(execFile);
@@ -93,7 +93,7 @@ describe("renewal/manager", () => {
 		const earliest = Math.min(...first.statuses.map((s) => Date.parse(s.nextRenewalAt)));
 		expect(earliestRenewal(first.statuses)?.getTime()).toBe(earliest);
 		expect(earliestRenewal([])).toBeUndefined();
-		const stored = await readRenewalState(store, "web");
+		const stored = await readRenewalRecord(store, "web");
 		expect(stored?.value.renewAt).toBe(statusOf(first).nextRenewalAt);
 
 		const second = await cycle(deps(ca, [web, api]), at(MIN));
@@ -194,7 +194,7 @@ describe("renewal/manager", () => {
 		expect(last).toMatchObject({ ordered: true, failures: 4, breakerOpen: false });
 		expect(last.decision.reason).toBe("Backoff");
 		expect(serialOf(report)).toBe(servedSerial);
-		const state = await readRenewalState(store, "web");
+		const state = await readRenewalRecord(store, "web");
 		expect(state?.value.orders).toHaveLength(1);
 		expect(state?.value.lastError?.retryable).toBe(true);
 	});

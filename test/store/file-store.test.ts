@@ -10,7 +10,7 @@ import { type FileStore, openFileStore } from "../../src/store/file-store.js";
 import {
 	HISTORY_LIMIT,
 	readCertificateRecord,
-	readRenewalState,
+	readRenewalRecord,
 	storeIssued,
 } from "../../src/store/records.js";
 
@@ -133,7 +133,7 @@ describe("store/file-store", () => {
 		expect(await store.put("certificates/secret", { keyPem: "k" }, 0)).toBe(1);
 		expect((await stat(join(dir, "certificates", "secret.json"))).mode & 0o777).toBe(0o600);
 		await store.put("renewal/web", { failures: "many" }, 0);
-		await expect(readRenewalState(store, "web")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
+		await expect(readRenewalRecord(store, "web")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
 		await writeFile(join(dir, "renewal", "torn.json"), '{"version": 1, "value": {');
 		await expect(store.get("renewal/torn")).rejects.toMatchObject({ code: "STATE_CORRUPT" });
 	});
