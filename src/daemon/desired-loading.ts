@@ -7,7 +7,7 @@ import { createDesiredLoader, type LoadedDesired } from "../desired/index.js";
 import { CertificateeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { DesiredSet } from "../reconcile/model.js";
-import type { CertificateStatus } from "../renewal/manager.js";
+import type { RenewalStatus } from "../renewal/status.js";
 import type { BuiltSources } from "../sources/registry.js";
 import type { StateStore } from "../store/types.js";
 import { leftStaging } from "../targets/registry.js";
@@ -17,7 +17,7 @@ import { REPLACEMENT_IN_EFFECT } from "./summary.js";
 export interface DesiredLoading {
 	loadDesired(signal: AbortSignal): Promise<DesiredSet>;
 	/** Each certificate's renewal status, as the last load left it. */
-	statuses(): CertificateStatus[];
+	statuses(): RenewalStatus[];
 }
 
 export function createDesiredLoading(
@@ -52,7 +52,7 @@ export function createDesiredLoading(
 		// In a cluster only the leader orders, and only while its lease is valid by its own clock.
 		{ order: cluster ? () => cluster.canOrder() : !deps.readOnly },
 	);
-	let statuses: CertificateStatus[] = [];
+	let statuses: RenewalStatus[] = [];
 	const reported = new Set<string>();
 	// Deliberate replacements logged (once each: certificate and fingerprint).
 	const replacing = new Set<string>();
@@ -120,7 +120,7 @@ async function warnLeftStaging(
  * A certificate whose state etcd did not return: the cycle stops rather than push a desired set that lacks it
  * (a target would then see fewer certificates than there are).
  */
-function clusterUnreachable(statuses: readonly CertificateStatus[]): CertificateeError | undefined {
+function clusterUnreachable(statuses: readonly RenewalStatus[]): CertificateeError | undefined {
 	const failed = statuses.find((s) => s.lastError?.code === "CLUSTER_UNAVAILABLE");
 	if (!failed?.lastError) return undefined;
 	return new CertificateeError("CLUSTER_UNAVAILABLE", failed.lastError.message, {

@@ -8,11 +8,12 @@ import type { Config, RolloutConfig } from "../config/schema.js";
 import { describeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ClusterView } from "../metrics/cluster.js";
-import type { Metrics, RenewalView } from "../metrics/index.js";
+import type { Metrics } from "../metrics/index.js";
 import type { CycleDeps } from "../reconcile/cycle.js";
 import { createRolloutCoordinator, type RolloutCoordinator } from "../reconcile/rollout.js";
 import type { RolloutPolicy } from "../reconcile/rollout-stages.js";
-import { type CertificateStatus, earliestRenewal } from "../renewal/manager.js";
+import { earliestRenewal } from "../renewal/manager.js";
+import type { RenewalStatus } from "../renewal/status.js";
 import { sourceKind } from "../sources/kinds.js";
 import { type BuiltSources, buildSources } from "../sources/registry.js";
 import { type FileStore, openFileStore } from "../store/file-store.js";
@@ -46,7 +47,7 @@ export interface EngineOptions {
 }
 
 export interface BuiltEngine extends Engine {
-	renewals(): CertificateStatus[];
+	renewals(): RenewalStatus[];
 	/** plan and status in a cluster: the leader, members and owners as etcd holds them now. */
 	readCluster?(): Promise<ClusterView>;
 }
@@ -93,7 +94,7 @@ export async function buildEngine(config: Config, options: EngineOptions): Promi
 		nextWake: () => earliest(earliestRenewal(statuses()), rollout?.nextWake()),
 		...(desk ? { beginCycle: (signal: AbortSignal) => desk.begin(signal) } : {}),
 		afterCycle() {
-			options.metrics?.recordRenewals(statuses().map(renewalView));
+			options.metrics?.recordRenewals(statuses());
 			for (const s of statuses()) {
 				if (s.ordered && countedIssuers.has(s.issuer)) {
 					options.metrics?.recordAcmeOrder(s.issuer, s.lastError ? "failure" : "success");
@@ -290,14 +291,4 @@ function earliest(a: Date | undefined, b: Date | undefined): Date | undefined {
 /** Where issuers and renewal keep their state: etcd in a cluster (writes fenced on the leadership), else the files. */
 function shared(local: StateStore, cluster?: ClusterRuntime, reader?: ClusterReader): StateStore {
 	return cluster?.store ?? reader?.store ?? local;
-}
-
-function renewalView(s: CertificateStatus): RenewalView {
-	return {
-		certificate: s.name,
-		nextRenewal: new Date(s.nextRenewalAt),
-		retryIntervalMs: s.retryIntervalMs,
-		breakerOpen: s.breakerOpen,
-		forcedRenewals: s.forcedRenewals,
-	};
 }

@@ -17,7 +17,7 @@ import { type StatusDocument, statusDocument } from "../metrics/status-view.js";
 import { type CycleDeps, runCycle } from "../reconcile/cycle.js";
 import { cycleFailures } from "../reconcile/outcome.js";
 import type { CycleReport } from "../reconcile/report.js";
-import type { CertificateStatus } from "../renewal/manager.js";
+import type { RenewalStatus } from "../renewal/status.js";
 import { type Clock, systemClock } from "./clock.js";
 import { type FailureMemory, failureLogLine, trackFailures } from "./failures.js";
 import { auditLines, summarise } from "./summary.js";
@@ -30,7 +30,7 @@ export interface Engine {
 	/** When a renewal falls due before the next interval (the loop wakes then). */
 	nextWake?(): Date | undefined;
 	/** Renewal status of every issued certificate, after the last cycle (for the status document). */
-	renewals?(): CertificateStatus[];
+	renewals?(): RenewalStatus[];
 	/** In a cluster: what this replica knows of it now (metrics, the fleet page, status.json). */
 	cluster?(): ClusterView;
 	/**

@@ -4,8 +4,9 @@
  * (sources in config order, then certificates[]) and the other is reported. No source's failure stops the rest.
  */
 import { CertificateeError, describeError, isCertificateeError } from "../errors.js";
-import type { DesiredCertificate, DesiredSet, RenewalView, SourceProblem } from "../reconcile/model.js";
-import { type CertificateStatus, type RenewalDeps, runRenewal } from "../renewal/manager.js";
+import type { DesiredCertificate, DesiredSet, SourceProblem } from "../reconcile/model.js";
+import { type RenewalDeps, runRenewal } from "../renewal/manager.js";
+import { type RenewalStatus, renewalView } from "../renewal/status.js";
 import type { Source, SourceResult } from "../sources/types.js";
 import { type Replacement, readReplacements } from "../store/records.js";
 import type { StateStore } from "../store/types.js";
@@ -20,7 +21,7 @@ export interface DesiredLoaderDeps {
 }
 
 export interface LoadedDesired extends DesiredSet {
-	renewal: CertificateStatus[];
+	renewal: RenewalStatus[];
 }
 
 export function createDesiredLoader(
@@ -113,30 +114,4 @@ async function loadSafely(source: Source, signal: AbortSignal): Promise<SourceRe
 		});
 		return { certificates: [], problems: [{ subject: source.name, error }] };
 	}
-}
-
-function renewalView(s: CertificateStatus): RenewalView {
-	return {
-		certificate: s.name,
-		issuer: s.issuer,
-		names: s.domains,
-		state: s.state,
-		...(s.ordered
-			? {
-					order: {
-						result: s.lastError && s.failures > 0 ? "failed" : "ok",
-						reason: s.orderedBecause?.reason ?? "",
-						message: s.orderedBecause?.message ?? "",
-					},
-				}
-			: {}),
-		nextAttemptAt: s.nextRenewalAt,
-		reason: s.decision.reason,
-		message: s.decision.message,
-		failures: s.failures,
-		...(s.lastError ? { lastError: s.lastError } : {}),
-		...(s.serial ? { serial: s.serial } : {}),
-		...(s.notAfter ? { notAfter: s.notAfter } : {}),
-		...(s.profile ? { profile: s.profile } : {}),
-	};
 }

@@ -5,6 +5,7 @@
  */
 import { Registry } from "prom-client";
 import type { CycleReport } from "../reconcile/report.js";
+import type { RenewalStatus } from "../renewal/status.js";
 import { registerCertificateMetrics } from "./certificates.js";
 import { type ClusterView, registerClusterMetrics } from "./cluster.js";
 import { registerCycleMetrics } from "./cycles.js";
@@ -12,16 +13,14 @@ import { registerEndpointMetrics } from "./endpoints.js";
 import { registerFleetStateMetrics } from "./fleet-state.js";
 import { lastCycle } from "./last-cycle.js";
 import { registerReloadMetrics } from "./reloads.js";
-import { type RenewalView, registerRenewalMetrics } from "./renewals.js";
+import { registerRenewalMetrics } from "./renewals.js";
 import { registerRolloutMetrics } from "./rollouts.js";
-
-export type { RenewalView } from "./renewals.js";
 
 export interface Metrics {
 	registry: Registry;
 	/** Records a finished cycle. */
 	recordCycle(report: CycleReport): void;
-	recordRenewals(renewals: readonly RenewalView[]): void;
+	recordRenewals(renewals: readonly RenewalStatus[]): void;
 	recordAcmeOrder(issuer: string, result: "success" | "failure"): void;
 	/** The configured interval (the daemon sets it at start and on reload), for the liveness alert. */
 	recordInterval(ms: number): void;
@@ -48,7 +47,7 @@ export function createMetrics(): Metrics {
 			cycle.set(report);
 			for (const family of [cycles, renewals, endpoints, reloads]) family.recordCycle(report);
 		},
-		recordRenewals: (views) => renewals.recordRenewals(views),
+		recordRenewals: (statuses) => renewals.recordRenewals(statuses),
 		recordInterval: (ms) => cycles.recordInterval(ms),
 		recordCluster(view) {
 			const registered = clusterView !== undefined;

@@ -7,8 +7,14 @@
 import { absentCertificates, certificateConvergence, endpointState } from "../reconcile/convergence.js";
 import type { ReplacementView } from "../reconcile/model.js";
 import { certificateProblems } from "../reconcile/outcome.js";
-import type { CycleReport, ReloadsView, RenewalState } from "../reconcile/report.js";
-import type { CertificateStatus } from "../renewal/manager.js";
+import type {
+	CycleReport,
+	EndpointReport,
+	ReloadsView,
+	RenewalState,
+	RenewalView,
+} from "../reconcile/report.js";
+import type { RenewalStatus } from "../renewal/status.js";
 import type { ClusterView } from "./cluster.js";
 
 export interface TargetConvergence {
@@ -19,7 +25,8 @@ export interface TargetConvergence {
 	reasons: string[];
 }
 
-export interface CertificateStatusView {
+/** One certificate in the status summary: where it stands on each target, with the renewal state it shows. */
+export interface CertificateSummary {
 	name: string;
 	names: string[];
 	/** Absent for a certificate never issued. */
@@ -59,7 +66,7 @@ export interface RefView {
 }
 
 export interface StatusSummary {
-	certificates: CertificateStatusView[];
+	certificates: CertificateSummary[];
 	endpoints: Array<{
 		target: string;
 		endpoint: string;
@@ -104,31 +111,44 @@ const DUPLICATE_CLASSES = new Set([
 
 export function statusSummary(report: CycleReport): StatusSummary {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
-	const refs = (keep: (cls: string) => boolean): RefView[] =>
-		endpoints.flatMap((e) => {
-			let byRef: Map<string, (typeof e.refs)[number]> | undefined;
-			return e.verdicts.flatMap((v): RefView[] => {
-				if (!("ref" in v) || !keep(v.class)) return [];
-				// The first observation of a ref, as a find() over the list would give.
-				byRef ??= new Map([...e.refs].reverse().map((r) => [r.ref, r]));
-				const observed = byRef.get(v.ref);
-				return [
-					{
-						target: e.target,
-						endpoint: e.endpoint,
-						ref: v.ref,
-						class: v.class,
-						...("keeper" in v ? { keeper: v.keeper } : {}),
-						...(observed?.notAfter ? { notAfter: observed.notAfter } : {}),
-					},
-				];
-			});
+	// Certificates certificatee issues but has none of (never issued, or none valid): shown with why.
+	const waitedFor = absentCertificates(report);
+	return {
+		certificates: [...desiredSummaries(report), ...waitedFor.map((r) => absentSummary(r, report))],
+		endpoints: endpoints.map((e) => endpointSummary(e, waitedFor)),
+		duplicates: refViews(endpoints, (cls) => DUPLICATE_CLASSES.has(cls)),
+		unmanaged: refViews(endpoints, (cls) => cls === "unmanaged"),
+	};
+}
+
+/** The refs whose verdict's class `keep` takes, each with its first observation's expiry. */
+function refViews(endpoints: readonly EndpointReport[], keep: (cls: string) => boolean): RefView[] {
+	return endpoints.flatMap((e) => {
+		let byRef: Map<string, (typeof e.refs)[number]> | undefined;
+		return e.verdicts.flatMap((v): RefView[] => {
+			if (!("ref" in v) || !keep(v.class)) return [];
+			// The first observation of a ref, as a find() over the list would give.
+			byRef ??= new Map([...e.refs].reverse().map((r) => [r.ref, r]));
+			const observed = byRef.get(v.ref);
+			return [
+				{
+					target: e.target,
+					endpoint: e.endpoint,
+					ref: v.ref,
+					class: v.class,
+					...("keeper" in v ? { keeper: v.keeper } : {}),
+					...(observed?.notAfter ? { notAfter: observed.notAfter } : {}),
+				},
+			];
 		});
+	});
+}
+
+/** Each desired certificate: its renewal state (`source` when not issued by certificatee) and convergence. */
+function desiredSummaries(report: CycleReport): CertificateSummary[] {
 	const renewals = new Map((report.renewals ?? []).map((r) => [r.certificate, r]));
-	const targets = (name: string) =>
-		report.targets.map((t) => ({ target: t.target, ...certificateConvergence(t.endpoints, name) }));
 	const problems = certificateProblems(report);
-	const desired = report.certificates.map((c): CertificateStatusView => {
+	return report.certificates.map((c): CertificateSummary => {
 		const renewal = renewals.get(c.name);
 		const state = renewal?.state ?? "source";
 		const own = problems.get(c.name) ?? [];
@@ -150,47 +170,49 @@ export function statusSummary(report: CycleReport): StatusSummary {
 					}
 				: {}),
 			...(renewal ? { nextAttempt: renewal.nextAttemptAt, nextRenewal: renewal.nextAttemptAt } : {}),
-			targets: targets(c.name),
-		};
-	});
-	// Certificates certificatee issues but has none of (never issued, or none valid): shown with why.
-	const waitedFor = absentCertificates(report);
-	const absent = waitedFor.map(
-		(r): CertificateStatusView => ({
-			name: r.certificate,
-			names: r.names,
-			issuer: r.issuer,
-			state: r.state,
-			stateText: stateText(r.state, r.nextAttemptAt, r.lastError?.retryable === false),
-			...(r.lastError ? { lastError: r.lastError } : {}),
-			nextAttempt: r.nextAttemptAt,
-			nextRenewal: r.nextAttemptAt,
 			targets: report.targets.map((t) => ({
 				target: t.target,
-				converged: 0,
-				total: t.endpoints.length,
-				reasons: t.endpoints.map((e) => `${e.endpoint}: not issued yet`),
+				...certificateConvergence(t.endpoints, c.name),
 			})),
-		}),
-	);
+		};
+	});
+}
+
+/** An issued certificate certificatee has none of yet: on no endpoint of any target. */
+function absentSummary(r: RenewalView, report: CycleReport): CertificateSummary {
 	return {
-		certificates: [...desired, ...absent],
-		endpoints: endpoints.map((e) => {
-			const state = endpointState(e, waitedFor);
-			const hint = e.error?.hint ?? (state.state === "converged" ? undefined : state.hint);
-			return {
-				target: e.target,
-				endpoint: e.endpoint,
-				up: e.ok,
-				state: state.state,
-				...(state.state !== "converged" ? { reason: state.reason } : {}),
-				...(e.error ? { error: e.error.message } : {}),
-				...(hint ? { hint } : {}),
-				...(e.reloads ? { reloads: e.reloads } : {}),
-			};
-		}),
-		duplicates: refs((cls) => DUPLICATE_CLASSES.has(cls)),
-		unmanaged: refs((cls) => cls === "unmanaged"),
+		name: r.certificate,
+		names: r.names,
+		issuer: r.issuer,
+		state: r.state,
+		stateText: stateText(r.state, r.nextAttemptAt, r.lastError?.retryable === false),
+		...(r.lastError ? { lastError: r.lastError } : {}),
+		nextAttempt: r.nextAttemptAt,
+		nextRenewal: r.nextAttemptAt,
+		targets: report.targets.map((t) => ({
+			target: t.target,
+			converged: 0,
+			total: t.endpoints.length,
+			reasons: t.endpoints.map((e) => `${e.endpoint}: not issued yet`),
+		})),
+	};
+}
+
+function endpointSummary(
+	e: EndpointReport,
+	waitedFor: readonly RenewalView[],
+): StatusSummary["endpoints"][number] {
+	const state = endpointState(e, waitedFor);
+	const hint = e.error?.hint ?? (state.state === "converged" ? undefined : state.hint);
+	return {
+		target: e.target,
+		endpoint: e.endpoint,
+		up: e.ok,
+		state: state.state,
+		...(state.state !== "converged" ? { reason: state.reason } : {}),
+		...(e.error ? { error: e.error.message } : {}),
+		...(hint ? { hint } : {}),
+		...(e.reloads ? { reloads: e.reloads } : {}),
 	};
 }
 
@@ -199,7 +221,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
  * status of every issued certificate, and the summary built from them. Free of key material.
  */
 export type StatusDocument = Omit<CycleReport, "renewals"> & {
-	renewals: CertificateStatus[];
+	renewals: RenewalStatus[];
 	summary: StatusSummary;
 	/** In a cluster (docs/cluster.md): members, the leader, and with sharding who pushes each endpoint. */
 	cluster?: ClusterView;
@@ -207,7 +229,7 @@ export type StatusDocument = Omit<CycleReport, "renewals"> & {
 
 export function statusDocument(
 	report: CycleReport,
-	renewals: CertificateStatus[],
+	renewals: RenewalStatus[],
 	cluster?: ClusterView,
 ): StatusDocument {
 	return { ...report, renewals, summary: statusSummary(report), ...(cluster ? { cluster } : {}) };

@@ -31,9 +31,9 @@ import { currentBundle, type InService, servable } from "./in-service.js";
 import { order } from "./order.js";
 import { backoffMs, decideRenewal, type RenewalDecision } from "./policy.js";
 import type { CertificateSpec, RenewalSettings } from "./schema.js";
-import { type CertificateStatus, certificateStatus, undecidedStatus } from "./status.js";
+import { certificateStatus, type RenewalStatus, undecidedStatus } from "./status.js";
 
-export { type CertificateStatus, earliestRenewal, renewalState } from "./status.js";
+export { earliestRenewal, renewalState } from "./status.js";
 
 /** pino-compatible, so the daemon can pass its logger. */
 export interface RenewalLogger {
@@ -71,12 +71,12 @@ export interface RenewalRun {
 
 export interface RenewalReport {
 	certificates: DesiredCertificate[];
-	statuses: CertificateStatus[];
+	statuses: RenewalStatus[];
 	problems: SourceProblem[];
 }
 
 interface Outcome {
-	status: CertificateStatus;
+	status: RenewalStatus;
 	desired?: DesiredCertificate;
 	problems: SourceProblem[];
 }

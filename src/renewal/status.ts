@@ -1,14 +1,17 @@
-/** The status of one managed certificate, for `status`, metrics and logs, and the one-word state it shows. Pure. */
+/**
+ * The renewal status of one issued certificate, and the one-word state it shows: the one status every view reads
+ * (`status`, /status.json, metrics, the fleet page), and the line of the cycle report made from it. Pure.
+ */
 
 import type { Bundle } from "../certificates/types.js";
 import type { CertificateeError } from "../errors.js";
-import type { RenewalState } from "../reconcile/model.js";
+import type { RenewalState, RenewalView } from "../reconcile/model.js";
 import type { RenewalRecord } from "../store/records.js";
 import { type RenewalDecision, retryIntervalMs } from "./policy.js";
 import type { CertificateSpec } from "./schema.js";
 
-/** JSON-safe status of one managed certificate, for `status`, metrics and logs. */
-export interface CertificateStatus {
+/** JSON-safe renewal status of one issued certificate (the `renewals` of /status.json). */
+export interface RenewalStatus {
 	name: string;
 	issuer: string;
 	/** The configured names. */
@@ -43,7 +46,7 @@ export function certificateStatus(
 	ordered: RenewalDecision | undefined,
 	bundle: Bundle | undefined,
 	now: Date,
-): CertificateStatus {
+): RenewalStatus {
 	return {
 		name: spec.name,
 		issuer: spec.issuer,
@@ -69,7 +72,7 @@ export function undecidedStatus(
 	spec: CertificateSpec,
 	error: CertificateeError,
 	retryAt: Date,
-): CertificateStatus {
+): RenewalStatus {
 	return {
 		name: spec.name,
 		issuer: spec.issuer,
@@ -109,7 +112,34 @@ export function renewalState(
 }
 
 /** When the daemon should run again for renewals: the earliest next renewal time, if any certificate has one. */
-export function earliestRenewal(statuses: readonly CertificateStatus[]): Date | undefined {
+export function earliestRenewal(statuses: readonly RenewalStatus[]): Date | undefined {
 	const times = statuses.map((s) => Date.parse(s.nextRenewalAt)).filter((t) => Number.isFinite(t));
 	return times.length === 0 ? undefined : new Date(Math.min(...times));
+}
+
+/** The status as the cycle report carries it (`renewals` of plan and sync --json, read by outcome and convergence). */
+export function renewalView(s: RenewalStatus): RenewalView {
+	return {
+		certificate: s.name,
+		issuer: s.issuer,
+		names: s.domains,
+		state: s.state,
+		...(s.ordered
+			? {
+					order: {
+						result: s.lastError && s.failures > 0 ? "failed" : "ok",
+						reason: s.orderedBecause?.reason ?? "",
+						message: s.orderedBecause?.message ?? "",
+					},
+				}
+			: {}),
+		nextAttemptAt: s.nextRenewalAt,
+		reason: s.decision.reason,
+		message: s.decision.message,
+		failures: s.failures,
+		...(s.lastError ? { lastError: s.lastError } : {}),
+		...(s.serial ? { serial: s.serial } : {}),
+		...(s.notAfter ? { notAfter: s.notAfter } : {}),
+		...(s.profile ? { profile: s.profile } : {}),
+	};
 }

@@ -2,7 +2,7 @@
  * The page's sections, each from the status document alone: certificates with their timelines, targets with
  * their endpoints, duplicates, reloads and source problems. Every value goes through `html` (escaped).
  */
-import type { CertificateStatusView, StatusDocument } from "../status-view.js";
+import type { CertificateSummary, StatusDocument } from "../status-view.js";
 import { type Html, html } from "./escape.js";
 import { type BudgetFact, budgetFacts, reloadFacts, removedRefs, targetFacts } from "./facts.js";
 import { roughDuration, timelineSvg } from "./timeline.js";
@@ -40,7 +40,7 @@ export function overview(doc: StatusDocument): Html {
 	]}</section>`;
 }
 
-function expiry(c: CertificateStatusView, now: Date): Html {
+function expiry(c: CertificateSummary, now: Date): Html {
 	if (c.notBefore === undefined || c.notAfter === undefined)
 		return html`<span class="muted">not issued</span>`;
 	const notAfter = new Date(c.notAfter);
@@ -58,7 +58,7 @@ function expiry(c: CertificateStatusView, now: Date): Html {
 	}</div>`;
 }
 
-function certificateRow(c: CertificateStatusView, now: Date): Html {
+function certificateRow(c: CertificateSummary, now: Date): Html {
 	const error = c.lastError
 		? html`<div class="error">${c.lastError.code}: ${c.lastError.message}${c.lastError.hint ? html`<div class="hint">${c.lastError.hint}</div>` : ""}</div>`
 		: "";
