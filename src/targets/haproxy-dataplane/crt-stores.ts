@@ -14,10 +14,19 @@ export function unquote(token: string): string {
 	return m ? (m[1] ?? m[2] ?? "") : token.replace(/\\(.)/g, "$1");
 }
 
+/**
+ * Where the configuration puts one certificate's files: a crt-store load (`store`), or an `ssl-f-use` line with a
+ * `key` argument (`frontend`, front-uses.ts).
+ */
 export interface LoadPlacement {
-	/** HAProxy's name for it: `@<store>/<alias>`, or `@<store>/<crt as written>` without an alias. */
+	/**
+	 * HAProxy's name for it: `@<store>/<alias>`, or `@<store>/<crt as written>` without an alias; an ssl-f-use
+	 * line's certificate path.
+	 */
 	runtimeName: string;
-	store: string;
+	store?: string;
+	/** The frontend of an ssl-f-use line. */
+	frontend?: string;
 	/** Absolute path of the certificate file, when the store says where it is. */
 	certFile?: string;
 	/** Absolute path of the key file of a `key` argument (which overrides a key inside the certificate file). */
@@ -50,7 +59,7 @@ function resolve(token: string, base: string | undefined, what: string): { path:
 }
 
 /** The storage name of a file in the storage directory, or why the API's storage cannot write it. */
-function storageRef(path: string, storageDir: string): { ref: string } | { why: string } {
+export function storageRef(path: string, storageDir: string): { ref: string } | { why: string } {
 	if (dirname(path) !== storageDirName(storageDir)) {
 		return {
 			why: `${path} is outside storage_dir ${storageDirName(storageDir)}: the API's storage cannot write it`,
@@ -61,6 +70,19 @@ function storageRef(path: string, storageDir: string): { ref: string } | { why: 
 		return { why: `the API would address ${ref} as ${sanitizeStorageName(ref)}: rename it on disk` };
 	}
 	return { ref };
+}
+
+/**
+ * An OCSP response or SCTs name the certificate they are for: a renewal makes them stale, and the API's storage
+ * cannot write or remove them (not a certificate with its key).
+ */
+export function staleCompanions(line: {
+	ocsp?: string | undefined;
+	sctl?: string | undefined;
+}): string | undefined {
+	const stale = (["ocsp", "sctl"] as const).filter((k) => line[k] !== undefined && line[k] !== "");
+	if (stale.length === 0) return undefined;
+	return `its ${stale.join(" and ")} file would be stale for a renewed certificate, and the API cannot replace it`;
 }
 
 /** Every load of every store, placed. Stores come in any order; loads keep their order within a store. */
@@ -88,14 +110,8 @@ export function placeLoads(
 				p.certFile = cert.path;
 				if (cert.ref !== undefined) p.certRef = cert.ref;
 			}
-			// An OCSP response or SCTs name the certificate they are for: a renewal makes them stale, and the API's
-			// storage cannot write or remove them (not a certificate with its key).
-			const stale = (["ocsp", "sctl"] as const).filter((k) => load[k] !== undefined && load[k] !== "");
-			if (stale.length > 0) {
-				why.push(
-					`its ${stale.join(" and ")} file would be stale for a renewed certificate, and the API cannot replace it`,
-				);
-			}
+			const stale = staleCompanions(load);
+			if (stale !== undefined) why.push(stale);
 			if (load.key !== undefined && load.key !== "") {
 				const key = place(load.key, store.key_base, "key");
 				if (key !== undefined) {

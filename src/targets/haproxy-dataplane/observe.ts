@@ -14,10 +14,11 @@ import { apiAddressable, sanitizeStorageName } from "../haproxy/naming.js";
 import type { DataplaneClient } from "./client.js";
 import { crtListMembership, describeCrtLists } from "./crt-list-view.js";
 import { placeLoads } from "./crt-stores.js";
+import { frontendsOf, placeFrontUses } from "./front-uses.js";
 import type { FetchedRuntime, FetchedStorage, Listed, Reusable } from "./memory.js";
-import { crtStoreRefs, servedForUnreadable } from "./placed-refs.js";
+import { placedRefs, servedForUnreadable } from "./placed-refs.js";
 import { runJobs } from "./run-jobs.js";
-import type { CrtListEntry, CrtLoad, CrtStore, SslCertificate } from "./schema.js";
+import type { CrtListEntry, CrtLoad, CrtStore, SslCertificate, SslFrontUse } from "./schema.js";
 import { placeSeparateKeys, separateKeyFiles } from "./separate-keys.js";
 
 function date(value: string | null | undefined): Date | undefined {
@@ -192,7 +193,10 @@ async function fetchStorage(
 	};
 }
 
-/** The listings, and every crt-list's entries and crt-store's loads (few): what decides what the GETs may skip. */
+/**
+ * The listings, and every crt-list's entries, crt-store's loads and ssl-f-use frontend's lines (few): what decides
+ * what the GETs may skip.
+ */
 async function fetchListings(client: DataplaneClient, concurrency: number, signal: AbortSignal) {
 	const [items, names, lists, stores] = await Promise.all([
 		client.storage.list(signal),
@@ -202,19 +206,24 @@ async function fetchListings(client: DataplaneClient, concurrency: number, signa
 	]);
 	// An unnamed store's loads have no URL (its name is ""): its certificates are observed from the runtime only.
 	const named = stores.filter((st) => st.name !== "");
+	const frontends = frontendsOf(lists);
 	const entries = new Array<{ list: string; entries: CrtListEntry[] }>(lists.length);
 	const loads = new Array<CrtStore & { loads: CrtLoad[] }>(named.length);
-	await runJobs(lists.length + named.length, concurrency, async (l) => {
-		if (l < lists.length) {
-			const list = lists[l] as string;
-			entries[l] = { list, entries: await client.crtLists.entries(list, signal) };
-			return;
-		}
-		const st = named[l - lists.length] as CrtStore;
-		loads[l - lists.length] = { ...st, loads: await client.crtStores.loads(st.name, signal) };
-	});
-	const crtListKey = JSON.stringify([entries, loads]);
-	return { items, names, lists, entries, loads, crtListKey };
+	const uses = new Array<{ frontend: string; uses: SslFrontUse[] }>(frontends.length);
+	const jobs = [
+		...lists.map((list, k) => async () => {
+			entries[k] = { list, entries: await client.crtLists.entries(list, signal) };
+		}),
+		...named.map((st, k) => async () => {
+			loads[k] = { ...st, loads: await client.crtStores.loads(st.name, signal) };
+		}),
+		...frontends.map((frontend, k) => async () => {
+			uses[k] = { frontend, uses: await client.crtStores.frontUses(frontend, signal) };
+		}),
+	];
+	await runJobs(jobs.length, concurrency, (j) => (jobs[j] as () => Promise<void>)());
+	const crtListKey = JSON.stringify([entries, loads, uses]);
+	return { items, names, lists, entries, loads, uses, crtListKey };
 }
 
 /**
@@ -255,7 +264,7 @@ export async function observeEndpoint(
 	fetched: { storage: FetchedStorage[]; runtime: FetchedRuntime[]; crtLists: string };
 	reused: boolean;
 }> {
-	const { items, names, entries, loads, crtListKey } = await fetchListings(
+	const { items, names, entries, loads, uses, crtListKey } = await fetchListings(
 		client,
 		options.concurrency,
 		signal,
@@ -276,8 +285,9 @@ export async function observeEndpoint(
 		const name = names[k - items.length] as string;
 		runtime[k - items.length] = reuse?.runtime(name) ?? (await fetchRuntime(client, name, signal));
 	});
-	const placements = options.storageDir === undefined ? [] : placeLoads(loads, options.storageDir);
-	// The files of crt-store loads are part of their load's ref, never refs of their own.
+	const dir = options.storageDir;
+	const placements = dir === undefined ? [] : [...placeLoads(loads, dir), ...placeFrontUses(uses, dir)];
+	// The files of crt-store loads and ssl-f-use pairs are part of their load's ref, never refs of their own.
 	const storeFiles = new Set(placements.flatMap((p) => [p.certRef, p.keyRef]).filter((f) => f !== undefined));
 	const byName = new Map(storage.map((f) => [f.storageName, f]));
 	const placedNames = new Set(placements.map((p) => p.runtimeName));
@@ -294,7 +304,7 @@ export async function observeEndpoint(
 	return {
 		refs: [
 			...placeSeparateKeys(plain, separate, byName, entries),
-			...crtStoreRefs(placements, byName, runtime, served),
+			...placedRefs(placements, byName, runtime, served),
 		].sort((a, b) => a.ref.localeCompare(b.ref)),
 		crtLists: describeCrtLists(entries, options.storageDir === undefined ? [] : [options.storageDir]),
 		fetched: { storage, runtime, crtLists: crtListKey },

@@ -1,5 +1,6 @@
 /**
- * The refs of certificates whose files HAProxy's configuration names (crt-store loads): one per load, its
+ * The refs of certificates whose files HAProxy's configuration names (crt-store loads, ssl-f-use lines with a
+ * key argument): one per load or line, its
  * certificate and key files part of it, and what stands for HAProxy's memory when the API cannot read it. Pure,
  * but for the probe of `servedForUnreadable`.
  */
@@ -9,9 +10,15 @@ import type { ObservedRef, Placement } from "../haproxy/engine/model.js";
 import type { LoadPlacement } from "./crt-stores.js";
 import type { FetchedRuntime, FetchedStorage } from "./memory.js";
 
+function placedBy(p: LoadPlacement): string {
+	return p.frontend === undefined
+		? `crt-store load ${p.runtimeName}`
+		: `ssl-f-use crt ${p.runtimeName} in frontend ${p.frontend}`;
+}
+
 /**
- * The refs of crt-store loads: one per load, named by its certificate file's storage name (else by HAProxy's
- * `@store/alias` name), holding HAProxy's runtime entry, the storage metadata of its certificate file and its
+ * The refs of crt-store loads and of ssl-f-use lines with a key argument: one per load (or line), named by its
+ * certificate file's storage name (else by HAProxy's `@store/alias` name), holding HAProxy's runtime entry, the storage metadata of its certificate file and its
  * placement (files, key argument, HAProxy's ACME, or why it cannot be written). Its key file is part of it:
  * when certificatee wrote the pair, the key file holds the leaf too, and one that holds another leaf
  * (a pair half written) is a key mismatch, written again. HAProxy's memory of a pair cannot be read through the
@@ -20,7 +27,7 @@ import type { FetchedRuntime, FetchedStorage } from "./memory.js";
  * A runtime `@…` name no load explains (an unnamed store, whose loads have no URL, or a server before v3.2) is
  * observed only (`external`).
  */
-export function crtStoreRefs(
+export function placedRefs(
 	placements: readonly LoadPlacement[],
 	storage: ReadonlyMap<string, FetchedStorage>,
 	runtime: readonly FetchedRuntime[],
@@ -42,12 +49,12 @@ export function crtStoreRefs(
 		// What HAProxy serves for the pair's names stands in for its unreadable memory; without a probe, its files.
 		const stand = served.get(p.runtimeName) ?? (file ? { ...file, status: "Used" } : undefined);
 		const placement: Placement = {
-			via: "crt-store",
+			via: p.frontend === undefined ? "crt-store" : "ssl-f-use",
 			...(p.certFile === undefined ? {} : { certFile: p.certFile }),
 			...(p.keyFile === undefined ? {} : { key: { file: p.keyFile, by: "argument" as const } }),
 			extras: {},
 			...(p.acme === undefined ? {} : { acme: p.acme }),
-			...(p.unwritable === undefined ? {} : { unknown: `crt-store load ${p.runtimeName}: ${p.unwritable}` }),
+			...(p.unwritable === undefined ? {} : { unknown: `${placedBy(p)}: ${p.unwritable}` }),
 		};
 		const runtimeMeta = r === undefined ? undefined : r.unreadable ? (stand ?? r.meta) : r.meta;
 		refs.push({

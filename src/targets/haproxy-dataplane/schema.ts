@@ -132,6 +132,21 @@ export const crtLoadsSchema = z
 	.nullable()
 	.transform((loads) => loads ?? []);
 
+/** `ssl_front_use` (v3.2+): one `ssl-f-use` line of a frontend, its tokens with their quotes (client-native). */
+export const sslFrontUseSchema = z.looseObject({
+	certificate: z.string().min(1),
+	key: z.string().optional(),
+	ocsp: z.string().optional(),
+	issuer: z.string().optional(),
+	sctl: z.string().optional(),
+});
+export type SslFrontUse = z.output<typeof sslFrontUseSchema>;
+/** A frontend without ssl-f-use lines answers null (client-native's x-omitempty slice). */
+export const sslFrontUsesSchema = z
+	.array(sslFrontUseSchema)
+	.nullable()
+	.transform((uses) => uses ?? []);
+
 export const infoSchema = z.looseObject({
 	api: z.looseObject({ version: z.string().optional(), build_date: z.string().optional() }).optional(),
 	system: z.looseObject({ hostname: z.string().optional() }).optional(),

@@ -71,7 +71,7 @@ export function splitLine(s: string): { parts: string[]; comment: string } {
 }
 
 /** Section keywords of config-parser (a line starting with one ends the current section). */
-const SECTIONS = new Set([
+export const SECTIONS = new Set([
 	"global",
 	"defaults",
 	"frontend",

@@ -23,6 +23,7 @@ import type { Haproxy } from "../haproxy.js";
 import { checkRequest, checkResponse, type IncomingRequest, serverDeviation } from "./check.js";
 import { type DoubleContext, errorBody, type Handled, type RuntimeOverflow } from "./context.js";
 import { crtStores } from "./crt-stores.js";
+import { frontUses } from "./front-uses.js";
 import { maps } from "./maps.js";
 import { runtime } from "./runtime.js";
 import { loadSpecValidator } from "./spec.js";
@@ -210,6 +211,7 @@ export const routes: Record<string, Route> = {
 	getCrtStore: (ctx, r) => crtStores.get(ctx, name(r)),
 	getCrtLoads: (ctx, r) => crtStores.loads(ctx, r.params.crt_store ?? ""),
 	getCrtLoad: (ctx, r) => crtStores.load(ctx, r.params.crt_store ?? "", r.params.certificate ?? ""),
+	getAllSSLFrontUses: (ctx, r) => frontUses(ctx, r.params.parent_name ?? ""),
 	getAllCrtLists: (ctx) => runtime.crtLists(ctx),
 	getAllCrtListEntries: (ctx, r) => runtime.entries(ctx, r.query.get("name") ?? ""),
 	addCrtListEntry: (ctx, r) => runtime.addEntry(ctx, r.query.get("name") ?? "", r.parsed.body),

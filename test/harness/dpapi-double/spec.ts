@@ -45,6 +45,7 @@ export const SERVED_PATHS = [
 	"/services/haproxy/configuration/crt_stores/{name}",
 	"/services/haproxy/configuration/crt_stores/{crt_store}/crt_loads",
 	"/services/haproxy/configuration/crt_stores/{crt_store}/crt_loads/{certificate}",
+	"/services/haproxy/configuration/frontends/{parent_name}/ssl_front_uses",
 ] as const;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
