@@ -5,6 +5,7 @@
  * Verification is off on purpose: the probe reads what is served (expired, self-signed, wrong name
  * included) so certificatee can compare it with what it pushed. Nothing is sent after the handshake.
  */
+import type { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { connect, type DetailedPeerCertificate } from "node:tls";
 import { describeCertificate, normaliseSerial } from "../certificates/index.js";
@@ -116,18 +117,6 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 	const { host, port } = target;
 	const timeoutMs = options.timeoutMs ?? 5_000;
 	const noSni = isIP(options.sni) !== 0;
-	const forWhom = noSni ? `${options.sni} (no SNI)` : options.sni;
-	const failed = (
-		reason: string,
-		cause?: unknown,
-		hint = "check the probe address and that the frontend listens with TLS",
-	) =>
-		new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${forWhom}: ${reason}`, {
-			context: { endpoint: options.address, certificate: options.sni, operation: "probe" },
-			retryable: true,
-			hint,
-			cause,
-		});
 	return new Promise((resolve, reject) => {
 		const socket = connect({
 			host,
@@ -146,10 +135,10 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 			fn();
 		};
 		const timer = setTimeout(
-			() => finish(() => reject(failed(`no handshake within ${timeoutMs} ms`))),
+			() => finish(() => reject(probeError(options, `no handshake within ${timeoutMs} ms`))),
 			timeoutMs,
 		);
-		const onAbort = () => finish(() => reject(failed("aborted")));
+		const onAbort = () => finish(() => reject(probeError(options, "aborted")));
 		options.signal?.addEventListener("abort", onAbort, { once: true });
 		socket.once("secureConnect", () => {
 			// Read the chain first: after getPeerX509Certificate(), node 20 reports no issuer links.
@@ -157,34 +146,60 @@ export function probeServed(options: ProbeOptions): Promise<ProbeResult> {
 			const peer = socket.getPeerX509Certificate();
 			const verified = options.ca === undefined ? undefined : socket.authorized;
 			finish(() => {
-				if (!peer) {
-					reject(failed("the server presented no certificate"));
-					return;
-				}
-				const info = describeCertificate(peer);
-				const result: ProbeResult = {
-					sni: options.sni,
-					serial: normaliseSerial(info.serial),
-					fingerprint: info.fingerprint,
-					names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
-					notAfter: info.notAfter,
-					keyType: info.keyType,
-					chain: sent.slice(1).map((c) => c.fingerprint),
-					presented: sent.map((c) => pemOf(c.raw)),
-				};
-				if (verified !== undefined) result.verified = verified;
-				resolve(result);
+				if (peer) resolve(servedResult(options.sni, peer, sent, verified));
+				else reject(probeError(options, "the server presented no certificate"));
 			});
 		});
-		socket.once("error", (e) => {
-			const alert = alertOf(e);
-			const reason = alert
-				? `the server refused the handshake (TLS alert: ${alert.reason}): it holds no certificate for ${options.sni}${options.keyType ? ` for a client of key type ${options.keyType}` : ""}`
-				: oneLine(e.message);
-			const hint = alert
-				? `deploy a certificate for ${options.sni}${options.keyType ? ` (key type ${options.keyType})` : ""} to this frontend, or set a default certificate on its bind line`
-				: undefined;
-			finish(() => reject(failed(reason, e, hint)));
-		});
+		socket.once("error", (e) => finish(() => reject(handshakeError(options, e))));
 	});
+}
+
+function probeError(
+	options: ProbeOptions,
+	reason: string,
+	cause?: unknown,
+	hint = "check the probe address and that the frontend listens with TLS",
+): CertificateeError {
+	const forWhom = isIP(options.sni) !== 0 ? `${options.sni} (no SNI)` : options.sni;
+	return new CertificateeError("PROBE_FAILED", `TLS probe of ${options.address} for ${forWhom}: ${reason}`, {
+		context: { endpoint: options.address, certificate: options.sni, operation: "probe" },
+		retryable: true,
+		hint,
+		cause,
+	});
+}
+
+/** The handshake failed: a TLS alert says the server holds no certificate for the name (for this client). */
+function handshakeError(options: ProbeOptions, e: Error): CertificateeError {
+	const alert = alertOf(e);
+	if (!alert) return probeError(options, oneLine(e.message), e);
+	const forKeyType = options.keyType ? ` for a client of key type ${options.keyType}` : "";
+	return probeError(
+		options,
+		`the server refused the handshake (TLS alert: ${alert.reason}): it holds no certificate for ${options.sni}${forKeyType}`,
+		e,
+		`deploy a certificate for ${options.sni}${options.keyType ? ` (key type ${options.keyType})` : ""} to this frontend, or set a default certificate on its bind line`,
+	);
+}
+
+/** What the server presented for `sni`: its leaf as certificatee compares it, and the chain it sent. */
+function servedResult(
+	sni: string,
+	peer: X509Certificate,
+	sent: Array<{ fingerprint: string; raw: Buffer }>,
+	verified: boolean | undefined,
+): ProbeResult {
+	const info = describeCertificate(peer);
+	const result: ProbeResult = {
+		sni,
+		serial: normaliseSerial(info.serial),
+		fingerprint: info.fingerprint,
+		names: [...new Set([...info.dnsNames, ...info.ipAddresses])].sort(),
+		notAfter: info.notAfter,
+		keyType: info.keyType,
+		chain: sent.slice(1).map((c) => c.fingerprint),
+		presented: sent.map((c) => pemOf(c.raw)),
+	};
+	if (verified !== undefined) result.verified = verified;
+	return result;
 }
