@@ -9,17 +9,13 @@ const FUNCTION_LIMIT = 60;
  * Files over FILE_LIMIT lines today, each with its size: a ceiling that only comes down (issue 22). Split one and
  * take it off; an entry within the limit fails the test, so the list stays true.
  */
-const FILES_OVER: Record<string, number> = {
-	"src/targets/haproxy/engine/endpoint.ts": 678,
-};
+const FILES_OVER: Record<string, number> = {};
 
 /**
  * Named functions over FUNCTION_LIMIT own lines today (`file: name`, a class member as `Class.method`, a name
  * repeated in a file as `name#2`), each with its own lines (its span less the named functions inside it).
  */
 const FUNCTIONS_OVER: Record<string, number> = {
-	"src/targets/haproxy/engine/endpoint.ts: processEndpoint": 121,
-	"src/targets/haproxy/engine/endpoint.ts: reloadIfAllowed": 96,
 	"src/certificates/bundle.ts: parseBundle": 62,
 };
 

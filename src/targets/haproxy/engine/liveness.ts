@@ -2,7 +2,7 @@
  * Is the HAProxy worker observed still the one answering? A cycle decides from one observation, and HAProxy can
  * reload or die under it: HAProxy 3.2.0's watchdog kills a worker whose CLI spins and its master follows it
  * (issue 23), while a picture of the dead process would say converged. endpoint.ts asks these before the
- * verdict and after the writes.
+ * verdict, redo-step.ts after the writes.
  */
 import { CertificateeError, describeError } from "../../../errors.js";
 import type { EndpointDriver, EndpointObservation } from "./model.js";

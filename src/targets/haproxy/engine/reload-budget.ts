@@ -1,7 +1,7 @@
 /**
  * A reload is an explicit, counted action with a reason, never a side effect. Pure: what needs a reload,
  * whether the budget (a sliding hour, per endpoint) allows one now, and what the breaker says. The edges
- * (endpoint.ts: the reload, the probe; the fleet runner: the memory) act on these answers.
+ * (reload-step.ts: the reload, the probe; the fleet runner: the memory) act on these answers.
  */
 
 import type { BreakerState, BudgetView, ReloadReason, ReloadRecord } from "../../../reconcile/model.js";

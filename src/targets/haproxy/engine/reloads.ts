@@ -1,6 +1,6 @@
 /**
  * After a reload during the writes, what the report may claim: a step is ok exactly when the serving worker
- * (or the disk) holds its effect, whatever the old worker answered. Pure; endpoint.ts observes and redoes.
+ * (or the disk) holds its effect, whatever the old worker answered. Pure; redo-step.ts observes and redoes.
  */
 
 import type { CertificateeError } from "../../../errors.js";

@@ -1,7 +1,6 @@
 /** The reload-budget decision, as a table: pure, time passed in, no I/O. */
 import { describe, expect, it } from "vitest";
 import type { StepView } from "../../../../src/reconcile/report.js";
-import { reloadNeedsOf } from "../../../../src/targets/haproxy/engine/endpoint.js";
 import {
 	type BreakerState,
 	breakerCloses,
@@ -11,6 +10,7 @@ import {
 	type ReloadRecord,
 	reloadsInWindow,
 } from "../../../../src/targets/haproxy/engine/reload-budget.js";
+import { reloadNeedsOf } from "../../../../src/targets/haproxy/engine/reload-step.js";
 
 const NOW = new Date("2026-12-02T12:00:00Z");
 const ago = (minutes: number): string => new Date(NOW.getTime() - minutes * 60_000).toISOString();
