@@ -8,7 +8,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { HAPROXY_BIN } from "./haproxy.js";
+import { HAPROXY_BIN, HAPROXY_VERSION } from "./haproxy.js";
 import { matrixDir } from "./matrix.js";
 
 export interface HaproxyBuild {
@@ -51,4 +51,13 @@ export function haproxyBuilds(lines: readonly string[]): HaproxyBuild[] {
 	const own = versionOf(HAPROXY_BIN);
 	if (own !== undefined && wanted(own) && !found.has(own)) found.set(own, { version: own, bin: HAPROXY_BIN });
 	return [...found.values()].sort((a, b) => a.version.localeCompare(b.version, "en", { numeric: true }));
+}
+
+/**
+ * HAPROXY_BIN and the builds of these lines: for a case that holds on every version, so it runs on the suite's
+ * own HAProxy (Debian's 2.6) and on the LTS lines too, in the files the matrix leaves out. HAPROXY_BIN first.
+ */
+export function haproxyBinAndBuilds(lines: readonly string[]): HaproxyBuild[] {
+	const own: HaproxyBuild = { version: HAPROXY_VERSION, bin: HAPROXY_BIN };
+	return [own, ...haproxyBuilds(lines).filter((b) => b.version !== own.version)];
 }
