@@ -38,8 +38,10 @@ export function separateKeyFiles(
 /** Why such a ref is never written, and what the operator does instead. */
 function refusal(runtimeName: string, via: Placement["via"]): string {
 	if (via === "crt-dir") {
-		const key = `${basename(runtimeName)}.key`;
-		return `${runtimeName} (a crt directory) has its key in a separate file (${key}, HAProxy's ssl-load-extra-files), which the Data Plane API cannot write or remove (it would address it as ${sanitizeStorageName(key)}): certificatee never writes it through this target. Combine the key into ${basename(runtimeName)} and delete ${key} (then the target renews it in place), or renew it through the haproxy-runtime target`;
+		const file = basename(runtimeName);
+		const key = `${file}.key`;
+		const stem = `${file.replace(/\.[^.]*$/, "")}.key`;
+		return `${runtimeName} (a crt directory) has its key in a separate file (${key} by HAProxy's ssl-load-extra-files, or ${stem} with ssl-load-extra-del-ext), which the Data Plane API does not name and cannot write or remove (it addresses ${key} as ${sanitizeStorageName(key)}): certificatee never writes it through this target. Combine the key into ${file} and delete its key file (then the target renews it in place), or renew it through the haproxy-runtime target`;
 	}
 	const line = via === "ssl-f-use" ? "an ssl-f-use line" : "a crt line";
 	return `${runtimeName} (${line}) has its key in a separate file, which the Data Plane API does not name: certificatee never writes it through this target; give the line an absolute crt and key path in storage_dir (then the target renews the pair in place), renew it through the haproxy-runtime target, or combine the key into the file`;

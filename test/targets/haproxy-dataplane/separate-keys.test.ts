@@ -88,7 +88,9 @@ for (const build of companionBuilds) {
 				expect(e.verdicts.find((v) => "ref" in v && v.ref === "c.pem")).toMatchObject({
 					class: "refused",
 					code: "PLACEMENT_UNKNOWN",
-					why: expect.stringContaining("Combine the key into c.pem and delete c.pem.key"),
+					why: expect.stringContaining(
+						"(c.pem.key by HAProxy's ssl-load-extra-files, or c.key with ssl-load-extra-del-ext), which the Data Plane API does not name and cannot write or remove (it addresses c.pem.key as c_pem.key)",
+					),
 				});
 				expect(e.steps.map((s) => `${s.op} ${s.ref}`)).toEqual([]);
 			}
