@@ -20,6 +20,7 @@ import {
 	type TestLeaf,
 } from "../harness/certs.js";
 import { certificatee, ensureBuilt } from "../harness/cli.js";
+import { scaled } from "../harness/deadline.js";
 import { type DpapiDouble, startDpapiDouble } from "../harness/dpapi-double/index.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
 import { assertReloadSafe } from "../harness/invariant.js";
@@ -202,9 +203,12 @@ describe("sync --once and plan on a fleet of three HAProxy nodes behind Data Pla
 			timeout: "500ms",
 		};
 		const [fast1, slow, fast3] = fleet as [(typeof fleet)[0], (typeof fleet)[0], (typeof fleet)[0]];
-		slow.d.inject({ kind: "latency", ms: 1_500 });
+		// The fast endpoints must answer within the timeout on a loaded machine too (a CI run at a load of 14 timed
+		// one out at 500 ms); the slow one stays three times past it.
+		const timeoutMs = scaled(500);
+		slow.d.inject({ kind: "latency", ms: timeoutMs * 3 });
 		try {
-			const sync = await certificatee(["sync", "--once", "--config", configFile([down], "500ms")]);
+			const sync = await certificatee(["sync", "--once", "--config", configFile([down], `${timeoutMs}ms`)]);
 			expect(sync.code, sync.stderr).toBe(1);
 			expect(sync.stdout).toMatch(/haproxy-down: skipped: ENDPOINT_UNAVAILABLE/);
 			expect(sync.stdout).toMatch(new RegExp(`${slow.name}: skipped: ENDPOINT_TIMEOUT`));
