@@ -53,7 +53,7 @@ export function renderStatus(full: CycleReport, style: Styler, options: StatusOp
 			out.push(
 				style.paint({
 					text: `${e.target}/${e.endpoint} reloads: ${line}`,
-					colour: line.includes("breaker OPEN") ? "red" : undefined,
+					colour: e.reloads?.breaker ? "red" : undefined,
 				}),
 			);
 	}

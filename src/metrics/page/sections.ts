@@ -96,7 +96,8 @@ export function targetsSection(doc: StatusDocument): Html {
 		const endpoints = doc.summary.endpoints.filter((e) => e.target === t.target);
 		const rows = endpoints.map((e) => {
 			const reason = e.reason ?? "";
-			const error = e.error !== undefined && !reason.includes(e.error) ? e.error : undefined;
+			// An endpoint that did not answer has its error as its reason (convergence.ts): said once.
+			const error = e.up ? e.error : undefined;
 			return html`<tr data-endpoint="${e.endpoint}" data-target="${e.target}"><th scope="row">${e.endpoint}</th><td class="state ${e.state}">${e.state}</td><td><span class="${e.up ? "" : "error"}">${reason}</span>${error ? html`<div class="error">last error: ${error}</div>` : ""}${e.hint ? html`<div class="hint">${e.hint}</div>` : ""}</td></tr>`;
 		});
 		return html`<div class="target" data-target="${t.target}"><h3>${t.target} <span class="muted small">${t.kind}</span> <span class="conv ${ok(t.converged, t.total)}" data-target-converged="${t.target}">${t.converged}/${t.total}</span> <span class="small muted">endpoints converged</span></h3><table class="endpoints"><tbody>${rows}</tbody></table></div>`;
