@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
-import { haproxyBuilds } from "../../harness/haproxy-builds.js";
+import { haproxyBinAndBuilds, haproxyBuilds } from "../../harness/haproxy-builds.js";
 import { syncOnce as cycle, rig, servedSerial, okWrites as writes } from "../../harness/targets.js";
 import { desiredFromLeaf } from "../../reconcile/scenario.js";
 
@@ -19,25 +19,30 @@ beforeAll(async () => {
 	ca = await createTestCa("new certificates CA");
 });
 
-describe("new certificates in a crt-list file (HAPROXY_BIN)", () => {
-	it("the line carries crt_list_options, in the file and in HAProxy's memory; served, and after a reload too", async () => {
-		const h = await r.haproxy();
-		const listDir = join(h.dir, "list");
-		const t = r.runtime(h, {
-			crt_dir: listDir,
-			crt_list: h.crtListPath,
-			crt_list_options: "[alpn h2,http/1.1] n.lay.test",
+// The line holds on every version: HAPROXY_BIN's and the LTS lines' (the matrix leaves this file out).
+for (const build of haproxyBinAndBuilds(["3.2", "3.4"])) {
+	describe(`HAProxy ${build.version}: new certificates in a crt-list file`, () => {
+		it(`HAProxy ${build.version}: the line carries crt_list_options, in the file and in HAProxy's memory; served, and after a reload too`, async () => {
+			const h = await r.haproxy({ bin: build.bin });
+			const listDir = join(h.dir, "list");
+			const t = r.runtime(h, {
+				crt_dir: listDir,
+				crt_list: h.crtListPath,
+				crt_list_options: "[alpn h2,http/1.1] n.lay.test",
+			});
+			const leaf = await issueTestLeaf(ca, { names: ["n.lay.test"] });
+			const e = await cycle(t, [desiredFromLeaf("n", leaf, ["n.lay.test"])], { expectOk: true });
+			expect(writes(e)).toEqual(["storage-create n.pem", "crt-list-file-add n.pem", "runtime-add n.pem"]);
+			expect(await readFile(h.crtListPath, "utf8")).toBe(`${listDir}/n.pem [alpn h2,http/1.1] n.lay.test\n`);
+			expect(await h.command(`show ssl crt-list -n ${h.crtListPath}`)).toMatch(
+				/n\.pem:\d+ \[alpn h2,http\/1\.1\S*\] n\.lay\.test/,
+			);
+			expect(await servedSerial(h, "n.lay.test")).toBe(leaf.serial);
 		});
-		const leaf = await issueTestLeaf(ca, { names: ["n.lay.test"] });
-		const e = await cycle(t, [desiredFromLeaf("n", leaf, ["n.lay.test"])], { expectOk: true });
-		expect(writes(e)).toEqual(["storage-create n.pem", "crt-list-file-add n.pem", "runtime-add n.pem"]);
-		expect(await readFile(h.crtListPath, "utf8")).toBe(`${listDir}/n.pem [alpn h2,http/1.1] n.lay.test\n`);
-		expect(await h.command(`show ssl crt-list -n ${h.crtListPath}`)).toMatch(
-			/n\.pem:\d+ \[alpn h2,http\/1\.1\S*\] n\.lay\.test/,
-		);
-		expect(await servedSerial(h, "n.lay.test")).toBe(leaf.serial);
 	});
+}
 
+describe("new certificates in a crt-list file (HAPROXY_BIN)", () => {
 	it("crt_list_options that are not a crt-list line's options are refused naming the key", async () => {
 		const h = await r.haproxy();
 		expect(() => r.runtime(h, { crt_list: h.crtListPath, crt_list_options: "[alpn h2" })).toThrow(
