@@ -255,6 +255,30 @@ function orderChain(leaf: ParsedCert, others: ParsedCert[], source: string): Par
 
 export function parseBundle(input: BundleInput, options: ParseOptions): Bundle {
 	const { source } = options;
+	const blocks = bundleBlocks(input, source);
+	const certs = parseCertificates(blocks, source);
+	if (certs.length === 0) throw fail("BUNDLE_NO_CERTIFICATE", source, "no certificate found");
+	const key = findKey(blocks, source);
+	const leaf = leafOf(certs, key, source);
+	const chain = orderChain(
+		leaf,
+		certs.filter((c) => c !== leaf),
+		source,
+	);
+	const certPem = encodePem("CERTIFICATE", leaf.der);
+	const chainPem = chain.map((c) => encodePem("CERTIFICATE", c.der)).join("");
+	return {
+		leaf: describeCertificate(leaf.x509, leaf.spki),
+		chain: chain.map((c) => describeCertificate(c.x509, c.spki)),
+		certPem,
+		chainPem,
+		fullchainPem: certPem + chainPem,
+		key: new Secret(key.pem),
+	};
+}
+
+/** The PEM blocks of the one combined file, or of the certificate, chain and key files in that order. */
+function bundleBlocks(input: BundleInput, source: string): PemBlock[] {
 	const blocks =
 		"combined" in input
 			? blocksOf(input.combined, source)
@@ -273,14 +297,15 @@ export function parseBundle(input: BundleInput, options: ParseOptions): Bundle {
 			!IGNORED_LABELS.has(b.label),
 	);
 	if (unknown) throw fail("BUNDLE_NOT_PEM", source, `unexpected PEM block "${unknown.label}"`);
-	const certs = parseCertificates(blocks, source);
-	if (certs.length === 0) throw fail("BUNDLE_NO_CERTIFICATE", source, "no certificate found");
-	const key = findKey(blocks, source);
+	return blocks;
+}
+
+/** The one end-entity certificate, the one the key belongs to. */
+function leafOf(certs: ParsedCert[], key: KeyBlock, source: string): ParsedCert {
 	// The match read from the DER; when there is none, OpenSSL decodes the key and gives the verdict as before.
 	const { facts } = key;
 	let leaf = facts ? certs.find((c) => c.spki !== undefined && samePublicKey(c.spki, facts)) : undefined;
 	const decoded = leaf ? undefined : decodeKey(key, source);
-
 	const leaves = certs.filter((c) => !c.x509.ca);
 	if (leaves.length > 1) {
 		throw fail(
@@ -299,21 +324,7 @@ export function parseBundle(input: BundleInput, options: ParseOptions): Bundle {
 			"pair the certificate with the key it was issued for",
 		);
 	}
-	const chain = orderChain(
-		leaf,
-		certs.filter((c) => c !== leaf),
-		source,
-	);
-	const certPem = encodePem("CERTIFICATE", leaf.der);
-	const chainPem = chain.map((c) => encodePem("CERTIFICATE", c.der)).join("");
-	return {
-		leaf: describeCertificate(leaf.x509, leaf.spki),
-		chain: chain.map((c) => describeCertificate(c.x509, c.spki)),
-		certPem,
-		chainPem,
-		fullchainPem: certPem + chainPem,
-		key: new Secret(key.pem),
-	};
+	return leaf;
 }
 
 /** The HAProxy combined form: leaf, intermediates, key. Contains key material: write it, never log it. */
