@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestCa, issueTestLeaf, type TestLeaf } from "../harness/certs.js";
 import { certificatee, ensureBuilt } from "../harness/cli.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { stopReloadSafe } from "../harness/invariant.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
 import { freePorts } from "../harness/ports.js";
 
@@ -35,8 +36,9 @@ beforeAll(async () => {
 }, 30_000);
 
 afterAll(async () => {
-	await h?.stop();
 	rmSync(dir, { recursive: true, force: true });
+	// Last: a failed check must not skip the rest of the cleanup.
+	await stopReloadSafe(h);
 });
 
 type Files = Record<string, string>;

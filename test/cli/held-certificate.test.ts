@@ -18,6 +18,7 @@ import { createTestCa, issueTestLeaf, type TestIssuer, type TestLeaf } from "../
 import { certificatee, type Daemon, ensureBuilt, spawnCertificatee } from "../harness/cli.js";
 import { scaled } from "../harness/deadline.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { stopReloadSafe } from "../harness/invariant.js";
 import { freePorts } from "../harness/ports.js";
 import { parseScrape } from "../harness/scrape.js";
 import { servedSerial } from "../harness/targets.js";
@@ -61,8 +62,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
 	await daemon?.stop();
-	await h?.stop();
 	rmSync(dir, { recursive: true, force: true });
+	// Last: a failed check must not skip the rest of the cleanup.
+	await stopReloadSafe(h);
 });
 
 /** What every view must agree on: each certificate (serial, convergence, its problems) and each endpoint. */

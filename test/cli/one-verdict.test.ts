@@ -13,6 +13,7 @@ import type { StatusDocument } from "../../src/metrics/status-view.js";
 import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { certificatee, type Daemon, ensureBuilt, spawnCertificatee } from "../harness/cli.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { stopReloadSafe } from "../harness/invariant.js";
 import { freePorts } from "../harness/ports.js";
 import { parseScrape } from "../harness/scrape.js";
 
@@ -53,8 +54,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
 	await daemon?.stop();
-	await h?.stop();
 	rmSync(dir, { recursive: true, force: true });
+	// Last: a failed check must not skip the rest of the cleanup.
+	await stopReloadSafe(h);
 });
 
 const lastLine = (stdout: string) => stdout.trimEnd().split("\n").at(-1) ?? "";

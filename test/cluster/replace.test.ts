@@ -16,6 +16,7 @@ import { certificatee, ensureBuilt } from "../harness/cli.js";
 import { scaled } from "../harness/deadline.js";
 import { type EtcdHandle, startEtcd } from "../harness/etcd.js";
 import { type Haproxy, startHaproxy } from "../harness/haproxy.js";
+import { stopReloadSafe } from "../harness/invariant.js";
 import { type Replicas, startReplicas } from "../harness/replicas.js";
 
 const DAY = 86_400_000;
@@ -40,9 +41,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
 	await r?.stop();
-	await node?.stop();
 	await etcd?.stop();
 	rmSync(dir, { recursive: true, force: true });
+	// Last: a failed check must not skip the rest of the cleanup.
+	await stopReloadSafe(node);
 });
 
 /** Member i's /status.json once `ok` holds of it. */

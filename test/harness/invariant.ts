@@ -266,3 +266,16 @@ export async function assertReloadSafe(h: Haproxy, options: ReloadSafeOptions = 
 		);
 	}
 }
+
+/**
+ * The invariant on a HAProxy a file's tests share (afterAll, once its writers have stopped), then the HAProxy
+ * stopped, whatever the check said.
+ */
+export async function stopReloadSafe(h: Haproxy | undefined, options: ReloadSafeOptions = {}): Promise<void> {
+	if (h === undefined) return;
+	try {
+		await assertReloadSafe(h, options);
+	} finally {
+		await h.stop();
+	}
+}

@@ -18,7 +18,7 @@ import { runtimeTargetSchema } from "../../src/targets/haproxy-runtime/schema.js
 import { type BuiltTarget, buildTarget, type TargetDeps } from "../../src/targets/registry.js";
 import { type DpapiDouble, type DpapiDoubleOptions, startDpapiDouble } from "./dpapi-double/index.js";
 import { type Haproxy, type HaproxyOptions, startHaproxy } from "./haproxy.js";
-import { assertReloadSafe } from "./invariant.js";
+import { stopReloadSafe } from "./invariant.js";
 
 /** haproxy-runtime target fields a test may set (the rest come from `h`). */
 export type RuntimeOverrides = Partial<z.input<typeof runtimeTargetSchema>>;
@@ -111,13 +111,7 @@ export function rig(options: { reloadSafe?: boolean } = {}): Rig {
 	return {
 		async haproxy(haproxyOptions = {}) {
 			const h = await startHaproxy(haproxyOptions);
-			started.push(async () => {
-				try {
-					if (options.reloadSafe) await assertReloadSafe(h);
-				} finally {
-					await h.stop();
-				}
-			});
+			started.push(() => (options.reloadSafe ? stopReloadSafe(h) : h.stop()));
 			return h;
 		},
 		async dpapi(h, doubleOptions = {}) {

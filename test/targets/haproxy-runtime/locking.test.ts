@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCertificateeError } from "../../../src/errors.js";
@@ -6,6 +7,7 @@ import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
 import { abortOpenTransaction, updateCertificate } from "../../../src/targets/haproxy-runtime/transaction.js";
 import { createTestCa, issueTestLeaf, type TestIssuer } from "../../harness/certs.js";
 import { type Haproxy, startHaproxy } from "../../harness/haproxy.js";
+import { stopReloadSafe } from "../../harness/invariant.js";
 
 const BINDS = 500;
 
@@ -32,7 +34,7 @@ describe("targets/haproxy-runtime: HAProxy's certificate lock and the one transa
 		wide = join(h.pinnedDir, "wide.pem");
 	});
 	afterAll(async () => {
-		await h?.stop();
+		await stopReloadSafe(h);
 	});
 
 	it("answers 'locked' while a commit rebuilds instances: RUNTIME_LOCKED without retries, success with them", async () => {
@@ -98,6 +100,9 @@ describe("targets/haproxy-runtime: HAProxy's certificate lock and the one transa
 			expect([...codes]).toEqual(["RUNTIME_LOCKED"]);
 			expect(patientReads).toBeGreaterThan(0);
 			expect((await patient.showCert(wide))?.serial).toBe(last);
+			// The file too, as certificatee writes it beside a commit: the reload-safety invariant then holds.
+			const committed = versions.find((v) => v.serial === last);
+			if (committed) await writeFile(wide, committed.combinedPem);
 		} finally {
 			await Promise.all([writer.close(), impatient.close(), patient.close()]);
 		}
