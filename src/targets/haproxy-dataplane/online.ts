@@ -6,6 +6,7 @@ import { dirname } from "node:path";
 import { type OnlineContext, type PendingCheck, safeUrl } from "../../base/online.js";
 import { CertificateeError } from "../../errors.js";
 import { probeCheck, sniFor } from "../../probe/online.js";
+import { type AcmeManaged, acmeOverlapWarnings } from "../haproxy/acme-overlap.js";
 import { createDataplaneClient, type DataplaneClient } from "./client.js";
 import { loadRuntimeName, unquote } from "./crt-stores.js";
 import type { DataplaneTargetConfig } from "./schema.js";
@@ -86,24 +87,17 @@ async function acmeOverlaps(
 	certificates: Certificates,
 	signal: AbortSignal,
 ): Promise<string[]> {
-	const warnings: string[] = [];
+	const managed: AcmeManaged[] = [];
 	// An unnamed store's loads have no URL.
 	for (const store of (await client.crtStores.stores(signal)).filter((s) => s.name !== "")) {
 		for (const load of await client.crtStores.loads(store.name, signal)) {
 			if (load.acme === undefined || load.acme === "") continue;
 			// config-parser splits `domains "a,b"` at commas with the quotes kept: join, unquote, split again.
-			const domains = unquote((load.domains ?? []).join(","))
+			const names = unquote((load.domains ?? []).join(","))
 				.split(",")
-				.map((d) => d.trim().toLowerCase());
-			const runtimeName = loadRuntimeName(store.name, load);
-			for (const c of certificates) {
-				const shared = c.domains.filter((d) => domains.includes(d.toLowerCase()));
-				if (shared.length === 0) continue;
-				warnings.push(
-					`certificate "${c.name}" (${shared.join(", ")}) is also managed by HAProxy's own ACME client: ${runtimeName}, acme section "${unquote(load.acme)}"; certificatee never writes it (MANAGED_BY_HAPROXY_ACME). Keep one ACME client per certificate`,
-				);
-			}
+				.map((d) => d.trim());
+			managed.push({ runtimeName: loadRuntimeName(store.name, load), section: unquote(load.acme), names });
 		}
 	}
-	return warnings;
+	return acmeOverlapWarnings(managed, certificates);
 }

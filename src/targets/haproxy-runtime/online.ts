@@ -2,6 +2,7 @@
 import type { OnlineContext, PendingCheck } from "../../base/online.js";
 import { CertificateeError } from "../../errors.js";
 import { probeCheck, sniFor } from "../../probe/online.js";
+import { type AcmeManaged, acmeOverlapWarnings } from "../haproxy/acme-overlap.js";
 import type { RuntimeTargetConfig } from "./schema.js";
 import { RuntimeClient } from "./socket.js";
 
@@ -24,19 +25,11 @@ async function acmeOverlaps(
 	client: RuntimeClient,
 	certificates: ReadonlyArray<{ name: string; domains: readonly string[] }>,
 ): Promise<string[]> {
-	const managed = await client.acmeStatus();
-	const warnings: string[] = [];
-	for (const [store, section] of managed) {
-		const sans = (await client.showCert(store))?.sans ?? [];
-		for (const c of certificates) {
-			const shared = c.domains.filter((d) => sans.includes(d.toLowerCase()));
-			if (shared.length === 0) continue;
-			warnings.push(
-				`certificate "${c.name}" (${shared.join(", ")}) is also managed by HAProxy's own ACME client: ${store}, acme section "${section}"; certificatee never writes it (MANAGED_BY_HAPROXY_ACME). Keep one ACME client per certificate`,
-			);
-		}
+	const managed: AcmeManaged[] = [];
+	for (const [store, section] of await client.acmeStatus()) {
+		managed.push({ runtimeName: store, section, names: (await client.showCert(store))?.sans ?? [] });
 	}
-	return warnings;
+	return acmeOverlapWarnings(managed, certificates);
 }
 
 function runtimeSocket(
