@@ -10,7 +10,8 @@
  * and unanswered at once; the rest wait here and go out as answers come in. HAProxy 3.2.0's CLI spins when
  * its output buffer (one tune.bufsize) is full while requests wait in its input, until the watchdog kills
  * the worker (fixed after 3.2.0: "BUG/MEDIUM: cli: Don't consume data if outbuf is full or not available");
- * with a window whose answers fit in one buffer, it never gets there.
+ * with a window whose answers fit in one buffer, it never gets there. Answers are budgeted at 2 KB until a
+ * larger one comes; from then on the window holds as many as fit at that size.
  */
 import { createConnection, type Socket } from "node:net";
 import { StringDecoder } from "node:string_decoder";
@@ -41,6 +42,11 @@ export interface Window {
 	requests: number;
 	/** Bytes of those requests together (a lone larger request still goes out, alone). */
 	bytes: number;
+	/**
+	 * HAProxy's output buffer (tune.bufsize): once an answer larger than ANSWER_BUDGET has come (a certificate
+	 * with many names or a long chain), `requests` shrinks so that many answers that large fit in it.
+	 */
+	output: number;
 }
 
 /** Bytes budgeted per answer: a `show ssl cert <name>` with a chain, the commonest pipelined read, is 1-2 KB. */
@@ -53,9 +59,15 @@ const ANSWER_BUDGET = 2_048;
  */
 export function windowFor(bufsize: number): Window {
 	return {
-		requests: Math.max(1, Math.floor(bufsize / ANSWER_BUDGET)),
+		requests: answersFitting(bufsize, ANSWER_BUDGET),
 		bytes: Math.max(1, Math.floor(bufsize / 2)),
+		output: bufsize,
 	};
+}
+
+/** How many answers of `answerBytes` fit in an output buffer of `output` bytes: at least one. */
+function answersFitting(output: number, answerBytes: number): number {
+	return Math.max(1, Math.floor(output / Math.max(ANSWER_BUDGET, answerBytes)));
 }
 
 export class Connection {
@@ -69,12 +81,15 @@ export class Connection {
 	readonly #queued: Queued[] = [];
 	readonly #window: Window;
 	#pendingBytes = 0;
+	/** Requests allowed unanswered now: the window's, fewer once answers larger than budgeted have come. */
+	#requests: number;
 	#closed = false;
 
 	private constructor(socket: Socket, endpoint: string, window: Window) {
 		this.#socket = socket;
 		this.#endpoint = endpoint;
 		this.#window = window;
+		this.#requests = window.requests;
 		socket.on("data", (chunk: Buffer) => this.#onData(chunk));
 		socket.on("close", () => this.#fail("connection closed by HAProxy"));
 		socket.on("error", (e) => this.#fail(`socket error: ${e.message}`));
@@ -143,7 +158,7 @@ export class Connection {
 			const next = this.#queued[0];
 			if (next === undefined || this.#closed) return;
 			const full =
-				this.#pending.length >= this.#window.requests || this.#pendingBytes + next.bytes > this.#window.bytes;
+				this.#pending.length >= this.#requests || this.#pendingBytes + next.bytes > this.#window.bytes;
 			if (this.#pending.length > 0 && full) return;
 			this.#queued.shift();
 			const timer = setTimeout(() => {
@@ -175,6 +190,10 @@ export class Connection {
 			}
 			clearTimeout(pending.timer);
 			this.#pendingBytes -= pending.bytes;
+			this.#requests = Math.min(
+				this.#requests,
+				answersFitting(this.#window.output, Buffer.byteLength(answer) + match[0].length),
+			);
 			pending.resolve(stripContinuationPrompts(answer));
 			this.#drain();
 		}
