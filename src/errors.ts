@@ -60,6 +60,7 @@ export const ERROR_CODES = [
 	"UPDATE_WOULD_DOWNGRADE",
 	"MANAGED_BY_HAPROXY_ACME",
 	"PLACEMENT_UNKNOWN",
+	"SCTL_HOT_SWAP_UNSAFE",
 	/** haproxy_config (runtime target) cannot be read, or a line certificatee reads does not parse. */
 	"HAPROXY_CONFIG_INVALID",
 	/**

@@ -54,6 +54,8 @@ const REFUSAL_HINT: Record<RefusalCode, (certificate: string) => string> = {
 		`a certificate that expires later is live on this ref (another member or an operator pushed it): a member whose store lags catches up by itself; to push this one anyway (a key compromise, a CA change), run certificatee replace ${certificate} --reason "…" (docs/cluster.md, Never downgrade)`,
 	MANAGED_BY_HAPROXY_ACME: () =>
 		"one ACME client per certificate: drop it from certificatee's configuration, or the acme keyword from HAProxy's load line (docs/layouts.md)",
+	SCTL_HOT_SWAP_UNSAFE: () =>
+		"remove the .sctl file beside the certificate and reload HAProxy once (modern certificates carry their SCTs inside); certificatee then renews it without reloads (docs/layouts.md, Companion files)",
 	PLACEMENT_UNKNOWN: () =>
 		"tell certificatee where HAProxy loads it from (haproxy_config, or crt_stores.<store>.crt_base / key_base; docs/haproxy-runtime-target.md)",
 	HAPROXY_CONFIG_INVALID: () =>

@@ -87,6 +87,8 @@ export type RefusalCode =
 	| "MANAGED_BY_HAPROXY_ACME"
 	/** HAProxy loads it from files certificatee cannot tell (a crt-store base runtime does not print). */
 	| "PLACEMENT_UNKNOWN"
+	/** HAProxy loaded signed certificate timestamps (.sctl) with it: a runtime update crashes HAProxy 2.6-3.4. */
+	| "SCTL_HOT_SWAP_UNSAFE"
 	/** The configuration HAProxy runs (haproxy_config) cannot be read or parsed: refs that depend on it. */
 	| "HAPROXY_CONFIG_INVALID"
 	/** haproxy_config disagrees with what the running HAProxy holds (or with crt_stores). */

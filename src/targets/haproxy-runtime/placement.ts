@@ -229,6 +229,8 @@ async function placeOne(
 	const keyInside = inCrtDir ? !input.layout.keyless.has(r.ref) : read?.keyInside === true;
 	const keyed = keyOf(cert, { via, keyInside, stored, detail }, input);
 	const placement: Placement = { ...base, certFile: cert, extras: keyed.extras };
+	// Only the file tells: 3.2+ print an `SCTL filename` for every certificate, loaded or not.
+	if (keyed.extras.sctl !== undefined) placement.sctlLoaded = true;
 	if ("unknown" in keyed) return { placement: { ...placement, ...unknownOf(keyed) } };
 	if (keyed.key !== undefined) placement.key = keyed.key;
 	const keyFile = keyed.key?.file;

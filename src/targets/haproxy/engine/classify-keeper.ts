@@ -22,6 +22,8 @@ export function classifyKeeper(
 	const stale = staleSidesOf(observed, desired.bundle);
 	const missingSides: Side[] = (["storage", "runtime"] as const).filter((s) => observed[s] === undefined);
 	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
+	const sctl = sctlRefusal(ref, certificate, observed, [...stale, ...missingSides]);
+	if (sctl !== undefined) return sctl;
 	// Only HAProxy's memory differs from a file that already holds the desired certificate (a stop or another
 	// writer left storage ahead): it follows the file, which a reload would serve anyway, so nothing is refused.
 	if (!stale.includes("storage") && !missingSides.includes("storage"))
@@ -70,4 +72,26 @@ function placementRefusal(ref: string, certificate: string, observed: ObservedRe
 		return { class: "refused", ref, certificate, code: "PLACEMENT_UNKNOWN", why: p.unknown, ...p.unknownAs };
 	}
 	return undefined;
+}
+
+/**
+ * HAProxy 2.6-3.4 crash (a segfault of the worker, then the master exits) on `set ssl cert` + `commit ssl cert`
+ * of a certificate loaded with an `.sctl` file, whatever the new content: never update its memory. Its file
+ * alone may be written (a reload would load it).
+ */
+function sctlRefusal(
+	ref: string,
+	certificate: string,
+	observed: ObservedRef,
+	sides: readonly Side[],
+): Verdict | undefined {
+	if (observed.placement?.sctlLoaded !== true || !sides.includes("runtime")) return undefined;
+	const file = observed.placement.extras.sctl;
+	return {
+		class: "refused",
+		ref,
+		certificate,
+		code: "SCTL_HOT_SWAP_UNSAFE",
+		why: `HAProxy holds signed certificate timestamps for ${ref}${file ? ` (${file})` : ""}: a runtime update of such a certificate crashes HAProxy 2.6-3.4, so certificatee does not write it. Remove the .sctl file and reload HAProxy once`,
+	};
 }

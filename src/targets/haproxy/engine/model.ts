@@ -36,6 +36,12 @@ export interface Placement {
 	extras: Partial<Record<ExtraFile, string>>;
 	/** HAProxy's own ACME client manages it (3.2+): its `acme` section. Observed and reported, never written. */
 	acme?: string;
+	/**
+	 * HAProxy holds signed certificate timestamps for it: an `.sctl` file beside it, loaded at HAProxy's start
+	 * (the runtime API cannot say: 3.2+ print an `SCTL filename` for every certificate, loaded or not). HAProxy
+	 * 2.6-3.4 crash on a runtime update of such a certificate.
+	 */
+	sctlLoaded?: true;
 	/** Why certificatee cannot write it in place (its files are unknown): it is observed, never written. */
 	unknown?: string;
 	/**

@@ -8,7 +8,9 @@
  * - `.ocsp`: an OCSP response names the certificate it is for; the old one is stale for the new certificate
  *   (HAProxy refuses to staple a response for another certificate, and an old HAProxy fails to load it):
  *   removed before the new certificate is written. `ocsp-update on` fetches a new one.
- * - `.sctl`: signed certificate timestamps are signatures over the old certificate: removed the same way.
+ * - `.sctl`: signed certificate timestamps are signatures over the old certificate: removed the same way, where
+ *   a write happens at all (a runtime update of a certificate loaded with one crashes HAProxy: classify-keeper.ts
+ *   refuses it).
  * - `.issuer`: the issuer's certificate, used for OCSP only when the chain lacks it. certificatee always writes
  *   the chain, so HAProxy finds the issuer there first: kept (it belongs to the CA, not to the certificate).
  */
