@@ -14,6 +14,7 @@ import { connect } from "node:tls";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import type { StatusSummary } from "../../src/metrics/status-view.js";
+import { scaled } from "../harness/deadline.js";
 import { socketCommand } from "../harness/haproxy.js";
 import { expectNoKeyMaterial } from "../harness/no-secrets.js";
 
@@ -161,8 +162,16 @@ describe("demo (the built CLI as a child process)", () => {
 		// Run exactly as printed (in the demo's directory, through a shell): `certificatee` only when it is on PATH.
 		const shown = /the whole story: (.+ status -c \S+)$/m.exec(printed)?.[1] ?? "";
 		expect(shown).toMatch(/^(certificatee|node \S+main\.js) status -c /);
-		const status = await run("sh", ["-c", `${shown} --json`], { env });
-		const summary = (JSON.parse(status.stdout) as { summary: StatusSummary }).summary;
+		// The demo renews its 15-second certificates every few seconds, so one look can fall inside a renewal (a
+		// change pending, rightly not converged): look again until a moment between renewals, then judge that one.
+		const look = async () =>
+			(JSON.parse((await run("sh", ["-c", `${shown} --json`], { env })).stdout) as { summary: StatusSummary })
+				.summary;
+		const allConverged = (s: StatusSummary) =>
+			s.certificates.every((c) => c.targets.every((t) => t.converged === t.total));
+		let summary = await look();
+		const lookUntil = Date.now() + scaled(20_000);
+		while (!allConverged(summary) && Date.now() < lookUntil) summary = await look();
 		expect(summary.certificates.map((c) => [c.name, c.issuer])).toEqual([
 			["demo-a", "demo-ca"],
 			["demo-b", "demo-ca"],

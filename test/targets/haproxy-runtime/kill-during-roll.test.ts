@@ -86,7 +86,9 @@ describe("haproxy-runtime: SIGKILL during a batched roll", () => {
 		const h = await r.haproxy({
 			crtDir: Object.fromEntries(names.map((n, i) => [`${n}.pem`, current[i]!.combinedPem])),
 		});
-		const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
+		// HAProxy answers "locked" while a commit runs, and one a kill cut short may take a while to unwind on a loaded
+		// machine (3.4.0 held the lock past the default ~2 s once): this observer waits up to ~15 s.
+		const check = new RuntimeClient({ address: h.adminSocket, name: "check", lockAttempts: 40 });
 		const scratch = await mkdtemp(join(tmpdir(), "certificatee-kill-roll-"));
 		r.onTeardown(async () => {
 			await check.close();
