@@ -1,12 +1,12 @@
 /** The verdict on a keeper: the ref a desired certificate belongs in (missing, in sync, stale or refused). Pure. */
 import { bundleNames } from "../../../certificates/bundle.js";
-import { droppedNames } from "../../../certificates/names.js";
+import { droppedNames, uncoveredNames } from "../../../certificates/names.js";
 import { downgradeRefusal } from "../../../reconcile/downgrade.js";
 import type { DesiredCertificate } from "../../../reconcile/model.js";
 import type { Side, Verdict } from "../../../reconcile/verdict.js";
 import type { DuplicatePolicy } from "./classification.js";
 import type { ObservedRef } from "./model.js";
-import { refNames, staleSidesOf } from "./ref-content.js";
+import { comparableNames, refNames, staleSidesOf } from "./ref-content.js";
 
 export function classifyKeeper(
 	ref: string,
@@ -24,20 +24,32 @@ export function classifyKeeper(
 	if (stale.length === 0 && missingSides.length === 0) return { class: "in-sync", ref, certificate };
 	const sctl = sctlRefusal(ref, certificate, observed, [...stale, ...missingSides]);
 	if (sctl !== undefined) return sctl;
-	// Only HAProxy's memory differs from a file that already holds the desired certificate (a stop or another
-	// writer left storage ahead): it follows the file, which a reload would serve anyway, so nothing is refused.
-	if (!stale.includes("storage") && !missingSides.includes("storage"))
-		return { class: "stale", ref, certificate, sides: stale, missingSides };
-	// An operator's deliberate replacement (a key compromise, a CA change) goes out over a later expiry.
+	const memoryOnly = !stale.includes("storage") && !missingSides.includes("storage");
+	// An operator's deliberate replacement (a key compromise, a CA change) goes out over a later expiry. Checked
+	// before the memory-follows-the-file rule below: a member whose desired set is behind (one resumed after a
+	// SIGSTOP, mid-cycle) can read the file before the leader rewrites it and the memory after, and must not push
+	// its older certificate into memory. There only a later certificate of these names counts: another
+	// certificate's content (two writers crossed in HAProxy's one transaction) follows the file.
+	const guarded = memoryOnly
+		? stale.filter((side) => {
+				const live = observed[side];
+				const wanted = comparableNames(desired, live?.namesDnsOnly === true);
+				return uncoveredNames(live?.names ?? [], wanted).length === 0;
+			})
+		: stale;
 	const downgrade =
 		policy.neverDowngrade && desired.replacement === undefined
 			? downgradeRefusal(
-					stale.map((side) => observed[side]),
+					guarded.map((side) => observed[side]),
 					desired.bundle.leaf,
 				)
 			: undefined;
 	if (downgrade !== undefined)
 		return { class: "refused", ref, certificate, code: "UPDATE_WOULD_DOWNGRADE", why: downgrade };
+	// Only HAProxy's memory differs from a file that already holds the desired certificate (a stop or another
+	// writer left storage ahead): it follows the file, which a reload would serve anyway, so nothing else is
+	// refused.
+	if (memoryOnly) return { class: "stale", ref, certificate, sides: stale, missingSides };
 	if (!policy.allowNameRemoval) {
 		const dropped = droppedNames(refNames(observed), bundleNames(desired.bundle));
 		if (dropped.length > 0 && stale.length > 0) {

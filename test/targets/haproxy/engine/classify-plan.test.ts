@@ -667,6 +667,18 @@ describe("haproxy engine: classify + plan: never downgrade", () => {
 		if (verdict === "refused") expect(r.verdicts[0]).toMatchObject({ code: "UPDATE_WOULD_DOWNGRADE" });
 	});
 
+	it("only memory differs from a file holding the desired certificate: memory follows the file, unless memory holds a newer one, option on", () => {
+		// A kill between the two writes (or a member that stopped there): the file is ahead, memory follows it.
+		const behind = run([ref("barsone.pem", { storage: metaOf(keeper), runtime: live(-30) })], { policy: on });
+		expect(behind.classes["barsone.pem"]).toBe("stale");
+		expect(behind.ops).toEqual(["runtime-set barsone.pem"]);
+		// A member whose desired set is behind read the file before the leader rewrote it, and memory after: it
+		// must not push its older certificate into memory (replicas.test's frozen leader did, once).
+		const ahead = run([ref("barsone.pem", { storage: metaOf(keeper), runtime: live(30) })], { policy: on });
+		expect(ahead.verdicts[0]).toMatchObject({ class: "refused", code: "UPDATE_WOULD_DOWNGRADE" });
+		expect(ahead.ops).toEqual([]);
+	});
+
 	it("a deliberate replacement (certificatee replace) is pushed over a later expiry, option on", () => {
 		const replacement = { reason: "key compromise", by: "alice@host", requestedAt: new Date().toISOString() };
 		const r = run([ref("barsone.pem", { storage: live(30), runtime: live(30) })], {
