@@ -15,7 +15,7 @@ import { acme } from "./scenarios/acme.js";
 import { atomicdir } from "./scenarios/atomicdir.js";
 import { cluster } from "./scenarios/cluster.js";
 import { fleet } from "./scenarios/fleet.js";
-import { socketFleet } from "./scenarios/fleet-socket.js";
+import { parseVariants, socketFleet } from "./scenarios/fleet-socket.js";
 import { hotswap } from "./scenarios/hotswap.js";
 import { observe } from "./scenarios/observe.js";
 import { served } from "./scenarios/served.js";
@@ -47,6 +47,7 @@ const { values, positionals } = parseArgs({
 		"socket-nodes": { type: "string" },
 		"socket-certs": { type: "string" },
 		"socket-cycles": { type: "string" },
+		"socket-variants": { type: "string" },
 		"heap-snapshot": { type: "string" },
 		standins: { type: "string" },
 		"cpu-prof": { type: "string" },
@@ -106,6 +107,7 @@ const runners: Record<Scenario, () => Promise<ScenarioResult>> = {
 			certs: num(values["socket-certs"], full ? 1000 : 500),
 			noopCycles: 5,
 			heapCycles: num(values["socket-cycles"], 20),
+			variants: parseVariants(values["socket-variants"]),
 			...(values["heap-snapshot"] ? { heapSnapshotDir: resolve(values["heap-snapshot"]) } : {}),
 			...(values["cpu-prof"] ? { cpuProfDir: resolve(values["cpu-prof"]) } : {}),
 		}),

@@ -42,6 +42,8 @@ export interface SocketFleetOptions {
 	cpuProfDir?: string;
 	/** Heap snapshots of the daemon after the first and the last heap cycle, summed up there (heap-summary.md). */
 	heapSnapshotDir?: string;
+	/** Daemon variants run one after the other against the same nodes (default: one, as configured). */
+	variants?: DaemonVariant[];
 }
 
 /** Issue 24, goal 2. */
@@ -190,11 +192,322 @@ interface MemoryLine {
 	snapshot?: string;
 }
 
+/** How one daemon runs: its label, extra environment (MALLOC_ARENA_MAX=2) and node flags (--max-semi-space-size=…). */
+export interface DaemonVariant {
+	label: string;
+	env: Record<string, string>;
+	nodeArgs: string[];
+}
+
+/** `default;MALLOC_ARENA_MAX=2;--max-semi-space-size=8,MALLOC_ARENA_MAX=2`: one variant per `;`, parts by `,`. */
+export function parseVariants(spec: string | undefined): DaemonVariant[] {
+	if (spec === undefined || spec.trim() === "") return [{ label: "default", env: {}, nodeArgs: [] }];
+	return spec.split(";").map((one) => {
+		const label = one.trim();
+		const env: Record<string, string> = {};
+		const nodeArgs: string[] = [];
+		for (const part of label === "default" ? [] : label.split(",")) {
+			const p = part.trim();
+			if (p.startsWith("--")) nodeArgs.push(p);
+			else if (/^[A-Z_][A-Z0-9_]*=/.test(p)) env[p.slice(0, p.indexOf("="))] = p.slice(p.indexOf("=") + 1);
+			else throw new Error(`--socket-variants: "${p}" is neither KEY=VALUE nor a --node-flag`);
+		}
+		return { label, env, nodeArgs };
+	});
+}
+
+interface HeapLine {
+	heapMiB: number;
+	heapTotalMiB: number;
+	rssMiB: number;
+	externalMiB: number;
+	s: number;
+	writes: number;
+}
+
+/** What one daemon variant measured against the running nodes. */
+interface PhaseResult {
+	variant: DaemonVariant;
+	firstS: number;
+	firstWrites: number;
+	noop: Array<{ s: number; writes: number; cpuS: number; rssMiB: number }>;
+	peakMiB: number;
+	rssTimeline: Array<{ phase: string; rssMiB: number; hwmMiB: number }>;
+	servedS: number;
+	probes: number;
+	renewalS: number;
+	renewalWrites: number;
+	renewCpuS: number;
+	heap: HeapLine[];
+	cpuTotalS: number;
+	profile?: string;
+	heapSummary?: string;
+}
+
+interface Fleet {
+	nodes: readonly Haproxy[];
+	certs: Awaited<ReturnType<typeof cachedCerts>>;
+	source: string;
+	scratch: string;
+}
+
+function configText(f: Fleet, stateDir: string, port: number): string {
+	return [
+		`state_dir: ${stateDir}`,
+		// Back-to-back cycles (the loop waits at least 1 s between two).
+		"interval: 1s",
+		`listen: 127.0.0.1:${port}`,
+		"sources:",
+		`  - { name: files, type: directory, path: ${f.source}, debounce: 100ms }`,
+		"targets:",
+		...f.nodes.map(
+			(h, i) => `  - { name: lb${i}, type: haproxy-runtime, socket: ${h.adminSocket}, crt_dir: ${h.crtDir} }`,
+		),
+	].join("\n");
+}
+
+/** One `certificatee run` against the running nodes: first convergence, no-op cycles, a renewal, heap cycles. */
+async function daemonPhase(
+	o: SocketFleetOptions,
+	f: Fleet,
+	v: DaemonVariant,
+	index: number,
+): Promise<PhaseResult> {
+	const dir = join(f.scratch, `daemon-${index}`);
+	await mkdir(dir);
+	const config = join(dir, "certificatee.yaml");
+	await writeFile(config, configText(f, join(dir, "state"), await freePort()));
+	const memoryFile = join(dir, "memory.jsonl");
+	const sub = (d: string | undefined) =>
+		d && (o.variants?.length ?? 1) > 1 ? join(d, `variant-${index + 1}`) : d;
+	const cpuProfDir = sub(o.cpuProfDir);
+	const heapSnapshotDir = sub(o.heapSnapshotDir);
+	if (cpuProfDir) await mkdir(cpuProfDir, { recursive: true });
+	if (heapSnapshotDir) await mkdir(heapSnapshotDir, { recursive: true });
+	const d = spawnCertificatee(["run", "--config", config], {
+		nodeArgs: [
+			"--expose-gc",
+			"--require",
+			memoryProbe,
+			...v.nodeArgs,
+			...(cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] : []),
+		],
+		env: {
+			...v.env,
+			CERTIFICATEE_BENCH_MEMORY: memoryFile,
+			...(heapSnapshotDir
+				? {
+						CERTIFICATEE_BENCH_HEAPSNAPSHOT: heapSnapshotDir,
+						CERTIFICATEE_BENCH_HEAPSNAPSHOT_AT: `1,${o.heapCycles}`,
+					}
+				: {}),
+		},
+	});
+	const pid = d.child.pid!;
+	const say = (line: string) => console.log(`  fleet-socket [${v.label}]: ${line}`);
+	let seen = 0;
+	const nextCycle = async (timeoutMs = 600_000): Promise<LogLine> => {
+		const line = await d.waitForLog(/^cycle finished$/, { from: seen, timeoutMs });
+		seen = d.logs.indexOf(line) + 1;
+		return line;
+	};
+	const memoryLines = async (): Promise<MemoryLine[]> =>
+		(await readFile(memoryFile, "utf8").catch(() => ""))
+			.split("\n")
+			.filter((l) => l !== "")
+			.map((l) => JSON.parse(l) as MemoryLine);
+	const rssTimeline: PhaseResult["rssTimeline"] = [];
+	const mark = (phase: string) =>
+		rssTimeline.push({ phase, rssMiB: statusMiB(pid, "VmRSS"), hwmMiB: statusMiB(pid, "VmHWM") });
+	try {
+		mark("started");
+		const first = await nextCycle();
+		mark("converged");
+		say(
+			`first cycle ${(Number(first.durationMs) / 1000).toFixed(2)} s, ${first.writes} writes, RSS ${statusMiB(pid, "VmRSS").toFixed(0)} MiB`,
+		);
+		const noop: PhaseResult["noop"] = [];
+		let cpuBefore = cpuSeconds(pid);
+		for (let i = 0; i < o.noopCycles; i++) {
+			const line = await nextCycle();
+			const cpu = cpuSeconds(pid);
+			noop.push({
+				s: Number(line.durationMs) / 1000,
+				writes: Number(line.writes),
+				cpuS: cpu - cpuBefore,
+				rssMiB: statusMiB(pid, "VmRSS"),
+			});
+			cpuBefore = cpu;
+			say(
+				`no-op cycle ${i + 1}: ${noop.at(-1)!.s.toFixed(2)} s, ${line.writes} writes, RSS ${noop.at(-1)!.rssMiB.toFixed(0)} MiB`,
+			);
+		}
+		mark("no-op cycles");
+
+		// The renewal: right after a cycle ends (the daemon then waits ≥ 1 s), so it is not folded into one in flight.
+		const renewed = await issueTestLeaf(await benchCa(), { names: [f.certs[0]!.sni] });
+		// Written beside the source (same file system), so the source's watch sees only the rename.
+		const temp = join(f.scratch, `${f.certs[0]!.name}.pem.new`);
+		await writeFile(temp, renewed.combinedPem, { mode: 0o600 });
+		await nextCycle();
+		const cpuRenew0 = cpuSeconds(pid);
+		await rename(temp, join(f.source, `${f.certs[0]!.name}.pem`));
+		const landed = performance.now();
+		const probed = await servedByAll(f.nodes, f.certs[0]!.sni, renewed.serial);
+		const servedS = (probed.lastAt - landed) / 1000;
+		let renewalLine = await nextCycle();
+		for (let i = 0; Number(renewalLine.writes) === 0 && i < 5; i++) renewalLine = await nextCycle();
+		const renewCpuS = cpuSeconds(pid) - cpuRenew0;
+		mark("renewal");
+		const peakMiB = statusMiB(pid, "VmHWM");
+		say(
+			`renewal served by all ${f.nodes.length} in ${servedS.toFixed(2)} s (cycle ${(Number(renewalLine.durationMs) / 1000).toFixed(2)} s, ${renewalLine.writes} writes)`,
+		);
+
+		// The heap over more cycles: a full collection after each, between cycles.
+		const heap: HeapLine[] = [];
+		for (let i = 0; i < o.heapCycles; i++) {
+			const line = await nextCycle();
+			const before = (await memoryLines()).length;
+			d.signal("SIGUSR2");
+			// A heap snapshot of a large daemon takes tens of seconds on a loaded machine.
+			const deadline = performance.now() + 300_000;
+			let lines = await memoryLines();
+			while (lines.length === before && performance.now() < deadline) {
+				await sleep(10);
+				lines = await memoryLines();
+			}
+			const m = lines.at(-1);
+			if (!m) throw new Error("the daemon's memory probe did not answer SIGUSR2");
+			heap.push({
+				heapMiB: m.after.heapUsed / MIB,
+				heapTotalMiB: m.after.heapTotal / MIB,
+				rssMiB: m.after.rss / MIB,
+				externalMiB: (m.after.external + m.after.arrayBuffers) / MIB,
+				s: Number(line.durationMs) / 1000,
+				writes: Number(line.writes),
+			});
+		}
+		mark("heap cycles");
+		const cpuTotalS = cpuSeconds(pid);
+		d.signal("SIGTERM");
+		await d.exited;
+		const result: PhaseResult = {
+			variant: v,
+			firstS: Number(first.durationMs) / 1000,
+			firstWrites: Number(first.writes),
+			noop,
+			peakMiB,
+			rssTimeline,
+			servedS,
+			probes: probed.probes,
+			renewalS: Number(renewalLine.durationMs) / 1000,
+			renewalWrites: Number(renewalLine.writes),
+			renewCpuS,
+			heap,
+			cpuTotalS,
+		};
+		if (cpuProfDir) {
+			result.profile = join(cpuProfDir, "summary.md");
+			await writeFile(
+				result.profile,
+				selfTimeMarkdown(
+					busiestProfile(cpuProfDir, pid),
+					`certificatee run [${v.label}], fleet-socket ${f.nodes.length} × ${o.certs}: self time over the whole run (node --cpu-prof)`,
+					30,
+				),
+			);
+		}
+		if (heapSnapshotDir) {
+			result.heapSummary = join(heapSnapshotDir, "heap-summary.md");
+			const snaps = (await memoryLines()).flatMap((m) => (m.snapshot ? [m.snapshot] : []));
+			await writeFile(
+				result.heapSummary,
+				snaps
+					.map((file, i) =>
+						heapMarkdown(
+							summariseHeap(file),
+							`certificatee run [${v.label}], fleet-socket ${f.nodes.length} × ${o.certs}: heap after heap cycle ${i === 0 ? 1 : o.heapCycles} (after a full collection)`,
+						),
+					)
+					.join("\n"),
+			);
+		}
+		return result;
+	} finally {
+		await d.stop();
+	}
+}
+
+/** The rows of one variant; `tag` names the variant in each metric when the run has more than one. */
+function phaseRows(o: SocketFleetOptions, p: PhaseResult, loopS: number, tag: string): Row[] {
+	const label = `${o.nodes} HAProxy × ${o.certs}`;
+	const noopS = median(p.noop.map((c) => c.s));
+	const h0 = p.heap[Math.min(4, p.heap.length - 1)];
+	const hLast = p.heap.at(-1);
+	return [
+		{
+			metric: `no-op cycle, ${label} (s), median of ${p.noop.length}${tag}`,
+			variant: `certificatee run, ${o.nodes} haproxy-runtime targets`,
+			certificatee: noopS,
+			baselineName: `goal (issue 24): < ${SOCKET_FLEET_GOALS.cycleS} s`,
+			baseline: SOCKET_FLEET_GOALS.cycleS,
+			ratio: ratio(SOCKET_FLEET_GOALS.cycleS, noopS),
+			note: `max ${Math.max(...p.noop.map((c) => c.s)).toFixed(2)} s; CPU ${median(p.noop.map((c) => c.cpuS))?.toFixed(2)} s per cycle (cycle + the wait)`,
+		},
+		{
+			metric: `writes in ${p.noop.length} no-op cycles${tag}`,
+			variant: "the daemon's cycle lines",
+			certificatee: p.noop.reduce((n, c) => n + c.writes, 0),
+			baselineName: "goal: 0",
+			baseline: 0,
+		},
+		{
+			metric: `daemon peak RSS (MiB), start to renewal served${tag}`,
+			variant: "VmHWM of certificatee run",
+			certificatee: p.peakMiB,
+			baselineName: `goal (issue 24): < ${SOCKET_FLEET_GOALS.rssMiB} MiB`,
+			baseline: SOCKET_FLEET_GOALS.rssMiB,
+			ratio: ratio(SOCKET_FLEET_GOALS.rssMiB, p.peakMiB),
+			note: p.rssTimeline.map((r) => `${r.phase} ${r.rssMiB.toFixed(0)}/${r.hwmMiB.toFixed(0)}`).join(", "),
+		},
+		{
+			metric: `1 renewed file → served by all ${o.nodes} nodes (s)${tag}`,
+			variant: "from the rename into the source to the last node's TLS probe",
+			certificatee: p.servedS,
+			baselineName: "bare socket loop, same run (durable write + set/commit, all nodes at once)",
+			baseline: loopS,
+			ratio: ratio(loopS, p.servedS),
+			note: `goal < ${SOCKET_FLEET_GOALS.servedS} s and ≤ ${SOCKET_FLEET_GOALS.servedOverLoop}× the loop (ratio ≥ ${(1 / SOCKET_FLEET_GOALS.servedOverLoop).toFixed(1)}); the renewal cycle ${p.renewalS.toFixed(2)} s, ${p.renewalWrites} writes`,
+		},
+		{
+			metric: `heap after GC, cycle ${Math.min(5, p.heap.length)} → ${p.heap.length} after the renewal (MiB)${tag}`,
+			variant: "heapUsed after a full collection",
+			certificatee: hLast && h0 ? hLast.heapMiB - h0.heapMiB : undefined,
+			baselineName: "goal: flat",
+			note: p.heap.map((h) => h.heapMiB.toFixed(1)).join(" / "),
+		},
+	];
+}
+
+function phaseNotes(o: SocketFleetOptions, p: PhaseResult, tag: string): string[] {
+	const heap = p.heap;
+	return [
+		`${tag}Daemon: node ${process.version}${p.variant.label === "default" ? "" : `, ${p.variant.label}`}. First convergence ${p.firstS.toFixed(2)} s, ${p.firstWrites} writes.`,
+		`${tag}No-op cycles: ${p.noop.map((c) => c.s.toFixed(2)).join(" / ")} s; CPU per cycle and wait ${p.noop.map((c) => c.cpuS.toFixed(2)).join(" / ")} s; RSS at each end ${p.noop.map((c) => c.rssMiB.toFixed(0)).join(" / ")} MiB.`,
+		`${tag}Renewal: one new leaf renamed into the source right after a cycle ended; served by all ${o.nodes} nodes ${p.servedS.toFixed(3)} s after the rename (${p.probes} probes); the daemon's CPU from the rename to the end of the renewal cycle ${p.renewCpuS.toFixed(2)} s.`,
+		`${tag}Heap cycles (a full collection after each): heapUsed ${heap.map((h) => h.heapMiB.toFixed(1)).join(" / ")} MiB (V8 heap committed ${heap.map((h) => h.heapTotalMiB.toFixed(0)).join(" / ")} MiB); RSS after it ${heap.map((h) => h.rssMiB.toFixed(0)).join(" / ")} MiB; external + array buffers ${heap.map((h) => h.externalMiB.toFixed(1)).join(" / ")} MiB; cycles ${heap.map((h) => h.s.toFixed(2)).join(" / ")} s, writes ${heap.reduce((n, h) => n + h.writes, 0)}. The daemon's total CPU ${p.cpuTotalS.toFixed(1)} s.`,
+		`${tag}RSS timeline (VmRSS/VmHWM MiB at each phase's end): ${p.rssTimeline.map((r) => `${r.phase} ${r.rssMiB.toFixed(0)}/${r.hwmMiB.toFixed(0)}`).join(", ")}`,
+		...(p.profile ? [`${tag}Daemon CPU profile summary: ${p.profile}`] : []),
+		...(p.heapSummary ? [`${tag}Heap snapshots summed up in ${p.heapSummary}.`] : []),
+	];
+}
+
 export async function socketFleet(o: SocketFleetOptions): Promise<ScenarioResult> {
 	const t0 = performance.now();
 	await ensureBuilt();
 	const scratch = await mkdtemp(join(tmpdir(), "certificatee-bench-fleet-socket-"));
-	const notes: string[] = [];
+	const variants = o.variants ?? parseVariants(undefined);
 	let nodes: Haproxy[] = [];
 	try {
 		const made = performance.now();
@@ -208,258 +521,50 @@ export async function socketFleet(o: SocketFleetOptions): Promise<ScenarioResult
 		console.log(
 			`  fleet-socket: ${o.nodes} HAProxy × ${o.certs} certificates up in ${haproxyStartS.toFixed(0)} s`,
 		);
-
 		const source = join(scratch, "source");
 		await mkdir(source);
-		for (const [f, pem] of Object.entries(files)) await writeFile(join(source, f), pem, { mode: 0o600 });
-		const config = join(scratch, "certificatee.yaml");
-		await writeFile(
-			config,
-			[
-				`state_dir: ${join(scratch, "state")}`,
-				// Back-to-back cycles (the loop waits at least 1 s between two).
-				"interval: 1s",
-				`listen: 127.0.0.1:${await freePort()}`,
-				"sources:",
-				`  - { name: files, type: directory, path: ${source}, debounce: 100ms }`,
-				"targets:",
-				...nodes.map(
-					(h, i) =>
-						`  - { name: lb${i}, type: haproxy-runtime, socket: ${h.adminSocket}, crt_dir: ${h.crtDir} }`,
-				),
-			].join("\n"),
+		for (const [file, pem] of Object.entries(files))
+			await writeFile(join(source, file), pem, { mode: 0o600 });
+		const fleet: Fleet = { nodes, certs, source, scratch };
+
+		// The variants one after the other against the same nodes: each starts where the last renewal left them.
+		const phases: PhaseResult[] = [];
+		for (const [i, v] of variants.entries()) phases.push(await daemonPhase(o, fleet, v, i));
+
+		// The baseline, with the daemons gone: another renewal of the same name, pushed by hand.
+		const again = await issueTestLeaf(await benchCa(), { names: [certs[0]!.sni] });
+		const loop = await bareLoop(
+			nodes,
+			`${certs[0]!.name}.pem`,
+			again.combinedPem,
+			certs[0]!.sni,
+			again.serial,
 		);
-		const memoryFile = join(scratch, "memory.jsonl");
-		if (o.cpuProfDir) await mkdir(o.cpuProfDir, { recursive: true });
-		if (o.heapSnapshotDir) await mkdir(o.heapSnapshotDir, { recursive: true });
-		const d = spawnCertificatee(["run", "--config", config], {
-			nodeArgs: [
-				"--expose-gc",
-				"--require",
-				memoryProbe,
-				...(o.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${o.cpuProfDir}`] : []),
-			],
-			env: {
-				CERTIFICATEE_BENCH_MEMORY: memoryFile,
-				...(o.heapSnapshotDir
-					? {
-							CERTIFICATEE_BENCH_HEAPSNAPSHOT: o.heapSnapshotDir,
-							CERTIFICATEE_BENCH_HEAPSNAPSHOT_AT: `1,${o.heapCycles}`,
-						}
-					: {}),
+
+		const many = phases.length > 1;
+		const rows = phases.flatMap((p) => phaseRows(o, p, loop.servedS, many ? ` [${p.variant.label}]` : ""));
+		const notes = [
+			`${o.nodes} real HAProxy ${nodes[0]?.bin} processes (master-worker), each with its own crt directory of the same ${o.certs} ECDSA P-256 certificates (one shared key, cached in bench/.cache/: ${certsS.toFixed(1)} s to read or make), started 2 at a time in ${haproxyStartS.toFixed(0)} s; their RSS ${haproxyRssMiB.toFixed(0)} MiB (masters + workers).`,
+			`Each daemon variant is one certificatee run (dist/cli/main.js): a directory source of the ${o.certs} files (debounce 100 ms), ${o.nodes} haproxy-runtime targets (admin socket and crt_dir; no probe: with one, every cycle would handshake every name on every node), interval 1 s, its own state directory; the variants run one after the other against the same nodes${many ? ` (${phases.map((p) => p.variant.label).join(", ")})` : ""}.`,
+			...phases.flatMap((p) => phaseNotes(o, p, many ? `[${p.variant.label}] ` : "")),
+			`Bare loop (after the daemons stopped): pushed in ${loop.pushedS.toFixed(3)} s, served by all in ${loop.servedS.toFixed(3)} s (${loop.probes} probes).`,
+			"This process's probes (8 at a time, rounds 20 ms apart) share the 2 cores with the daemon and the HAProxy workers; both the daemon and the loop are timed by the same probes in the same run.",
+		];
+		return {
+			scenario: "fleet-socket",
+			title: "Fleet through the socket: real HAProxy × certificates, one daemon",
+			parameters: {
+				nodes: o.nodes,
+				certs: o.certs,
+				noop_cycles: o.noopCycles,
+				heap_cycles: o.heapCycles,
+				key: "ECDSA P-256 (one shared key)",
+				variants: variants.map((v) => v.label).join("; "),
 			},
-		});
-		const pid = d.child.pid!;
-		let seen = 0;
-		const nextCycle = async (timeoutMs = 600_000): Promise<LogLine> => {
-			const line = await d.waitForLog(/^cycle finished$/, { from: seen, timeoutMs });
-			seen = d.logs.indexOf(line) + 1;
-			return line;
+			rows,
+			notes,
+			durationS: seconds(t0),
 		};
-		const memoryLines = async (): Promise<MemoryLine[]> =>
-			(await readFile(memoryFile, "utf8").catch(() => ""))
-				.split("\n")
-				.filter((l) => l !== "")
-				.map((l) => JSON.parse(l) as MemoryLine);
-		const rssTimeline: Array<{ phase: string; rssMiB: number; hwmMiB: number }> = [];
-		const mark = (phase: string) =>
-			rssTimeline.push({ phase, rssMiB: statusMiB(pid, "VmRSS"), hwmMiB: statusMiB(pid, "VmHWM") });
-		try {
-			mark("started");
-			const first = await nextCycle();
-			mark("converged");
-			console.log(
-				`  fleet-socket: first cycle ${(Number(first.durationMs) / 1000).toFixed(2)} s, ${first.writes} writes, RSS ${statusMiB(pid, "VmRSS").toFixed(0)} MiB`,
-			);
-			const noop: Array<{ s: number; writes: number; cpuS: number; rssMiB: number }> = [];
-			let cpuBefore = cpuSeconds(pid);
-			for (let i = 0; i < o.noopCycles; i++) {
-				const line = await nextCycle();
-				const cpu = cpuSeconds(pid);
-				noop.push({
-					s: Number(line.durationMs) / 1000,
-					writes: Number(line.writes),
-					cpuS: cpu - cpuBefore,
-					rssMiB: statusMiB(pid, "VmRSS"),
-				});
-				cpuBefore = cpu;
-				console.log(
-					`  fleet-socket: no-op cycle ${i + 1}: ${noop.at(-1)!.s.toFixed(2)} s, ${line.writes} writes, RSS ${noop.at(-1)!.rssMiB.toFixed(0)} MiB`,
-				);
-			}
-			mark("no-op cycles");
-
-			// The renewal: right after a cycle ends (the daemon then waits ≥ 1 s), so it is not folded into one in flight.
-			const renewed = await issueTestLeaf(await benchCa(), { names: [certs[0]!.sni] });
-			// Written beside the source (same file system), so the source's watch sees only the rename.
-			const temp = join(scratch, `${certs[0]!.name}.pem.new`);
-			await writeFile(temp, renewed.combinedPem, { mode: 0o600 });
-			await nextCycle();
-			const cpuRenew0 = cpuSeconds(pid);
-			await rename(temp, join(source, `${certs[0]!.name}.pem`));
-			const landed = performance.now();
-			const probed = await servedByAll(nodes, certs[0]!.sni, renewed.serial);
-			const servedS = (probed.lastAt - landed) / 1000;
-			let renewalLine = await nextCycle();
-			for (let i = 0; Number(renewalLine.writes) === 0 && i < 5; i++) renewalLine = await nextCycle();
-			const renewCpuS = cpuSeconds(pid) - cpuRenew0;
-			mark("renewal");
-			const peakBeforeHeapPhase = statusMiB(pid, "VmHWM");
-			console.log(
-				`  fleet-socket: renewal served by all ${o.nodes} in ${servedS.toFixed(2)} s (cycle ${(Number(renewalLine.durationMs) / 1000).toFixed(2)} s, ${renewalLine.writes} writes)`,
-			);
-
-			// The heap over more cycles: a full collection after each, between cycles.
-			const heap: Array<{
-				heapMiB: number;
-				heapTotalMiB: number;
-				rssMiB: number;
-				externalMiB: number;
-				s: number;
-				writes: number;
-			}> = [];
-			for (let i = 0; i < o.heapCycles; i++) {
-				const line = await nextCycle();
-				const before = (await memoryLines()).length;
-				d.signal("SIGUSR2");
-				// A heap snapshot of a large daemon takes tens of seconds on a loaded machine.
-				const deadline = performance.now() + 300_000;
-				let lines = await memoryLines();
-				while (lines.length === before && performance.now() < deadline) {
-					await sleep(10);
-					lines = await memoryLines();
-				}
-				const m = lines.at(-1);
-				if (!m) throw new Error("the daemon's memory probe did not answer SIGUSR2");
-				heap.push({
-					heapMiB: m.after.heapUsed / MIB,
-					heapTotalMiB: m.after.heapTotal / MIB,
-					rssMiB: m.after.rss / MIB,
-					externalMiB: (m.after.external + m.after.arrayBuffers) / MIB,
-					s: Number(line.durationMs) / 1000,
-					writes: Number(line.writes),
-				});
-			}
-			mark("heap cycles");
-			const cpuTotalS = cpuSeconds(pid);
-			d.signal("SIGTERM");
-			await d.exited;
-			let profile: string | undefined;
-			if (o.cpuProfDir) {
-				profile = join(o.cpuProfDir, "summary.md");
-				await writeFile(
-					profile,
-					selfTimeMarkdown(
-						busiestProfile(o.cpuProfDir, pid),
-						`certificatee run, fleet-socket ${o.nodes} × ${o.certs}: self time over the whole run (node --cpu-prof)`,
-						30,
-					),
-				);
-			}
-
-			if (o.heapSnapshotDir) {
-				const summary = join(o.heapSnapshotDir, "heap-summary.md");
-				const snaps = (await memoryLines()).flatMap((m) => (m.snapshot ? [m.snapshot] : []));
-				await writeFile(
-					summary,
-					snaps
-						.map((f, i) =>
-							heapMarkdown(
-								summariseHeap(f),
-								`certificatee run, fleet-socket ${o.nodes} × ${o.certs}: heap after heap cycle ${i === 0 ? 1 : o.heapCycles} (after a full collection)`,
-							),
-						)
-						.join("\n"),
-				);
-				notes.push(`Heap snapshots summed up in ${summary}.`);
-			}
-
-			// The baseline, with the daemon gone: another renewal of the same name, pushed by hand.
-			const again = await issueTestLeaf(await benchCa(), { names: [certs[0]!.sni] });
-			const loop = await bareLoop(
-				nodes,
-				`${certs[0]!.name}.pem`,
-				again.combinedPem,
-				certs[0]!.sni,
-				again.serial,
-			);
-
-			const noopS = median(noop.map((c) => c.s));
-			const noopWrites = noop.reduce((n, c) => n + c.writes, 0);
-			const label = `${o.nodes} HAProxy × ${o.certs}`;
-			const h0 = heap[Math.min(4, heap.length - 1)];
-			const hLast = heap.at(-1);
-			const rows: Row[] = [
-				{
-					metric: `no-op cycle, ${label} (s), median of ${noop.length}`,
-					variant: `certificatee run, ${o.nodes} haproxy-runtime targets`,
-					certificatee: noopS,
-					baselineName: `goal (issue 24): < ${SOCKET_FLEET_GOALS.cycleS} s`,
-					baseline: SOCKET_FLEET_GOALS.cycleS,
-					ratio: ratio(SOCKET_FLEET_GOALS.cycleS, noopS),
-					note: `max ${Math.max(...noop.map((c) => c.s)).toFixed(2)} s; CPU ${median(noop.map((c) => c.cpuS))?.toFixed(2)} s per cycle (cycle + the wait)`,
-				},
-				{
-					metric: `writes in ${noop.length} no-op cycles`,
-					variant: "the daemon's cycle lines",
-					certificatee: noopWrites,
-					baselineName: "goal: 0",
-					baseline: 0,
-				},
-				{
-					metric: "daemon peak RSS (MiB), start to renewal served",
-					variant: "VmHWM of certificatee run",
-					certificatee: peakBeforeHeapPhase,
-					baselineName: `goal (issue 24): < ${SOCKET_FLEET_GOALS.rssMiB} MiB`,
-					baseline: SOCKET_FLEET_GOALS.rssMiB,
-					ratio: ratio(SOCKET_FLEET_GOALS.rssMiB, peakBeforeHeapPhase),
-					note: rssTimeline.map((r) => `${r.phase} ${r.rssMiB.toFixed(0)}/${r.hwmMiB.toFixed(0)}`).join(", "),
-				},
-				{
-					metric: `1 renewed file → served by all ${o.nodes} nodes (s)`,
-					variant: "from the rename into the source to the last node's TLS probe",
-					certificatee: servedS,
-					baselineName: "bare socket loop, same run (durable write + set/commit, all nodes at once)",
-					baseline: loop.servedS,
-					ratio: ratio(loop.servedS, servedS),
-					note: `goal < ${SOCKET_FLEET_GOALS.servedS} s and ≤ ${SOCKET_FLEET_GOALS.servedOverLoop}× the loop (ratio ≥ ${(1 / SOCKET_FLEET_GOALS.servedOverLoop).toFixed(1)}); the renewal cycle ${(Number(renewalLine.durationMs) / 1000).toFixed(2)} s, ${renewalLine.writes} writes`,
-				},
-				{
-					metric: `heap after GC, cycle ${Math.min(5, heap.length)} → ${heap.length} after the renewal (MiB)`,
-					variant: "heapUsed after a full collection",
-					certificatee: hLast && h0 ? hLast.heapMiB - h0.heapMiB : undefined,
-					baselineName: "goal: flat",
-					note: heap.map((h) => h.heapMiB.toFixed(1)).join(" / "),
-				},
-			];
-			notes.push(
-				`${o.nodes} real HAProxy ${nodes[0]?.bin} processes (master-worker), each with its own crt directory of the same ${o.certs} ECDSA P-256 certificates (one shared key, cached in bench/.cache/: ${certsS.toFixed(1)} s to read or make), started 2 at a time in ${haproxyStartS.toFixed(0)} s; their RSS ${haproxyRssMiB.toFixed(0)} MiB (masters + workers).`,
-				`One certificatee run (dist/cli/main.js, node ${process.version}): a directory source of the ${o.certs} files (debounce 100 ms), ${o.nodes} haproxy-runtime targets (admin socket and crt_dir; no probe: with one, every cycle would handshake every name on every node), interval 1 s. First convergence ${(Number(first.durationMs) / 1000).toFixed(2)} s, ${first.writes} writes.`,
-				`No-op cycles: ${noop.map((c) => c.s.toFixed(2)).join(" / ")} s; CPU per cycle and wait ${noop.map((c) => c.cpuS.toFixed(2)).join(" / ")} s; RSS at each end ${noop.map((c) => c.rssMiB.toFixed(0)).join(" / ")} MiB.`,
-				`Renewal: one new leaf renamed into the source right after a cycle ended; served by all ${o.nodes} nodes ${servedS.toFixed(3)} s after the rename (${probed.probes} probes); the daemon's CPU from the rename to the end of the renewal cycle ${renewCpuS.toFixed(2)} s. Bare loop: pushed in ${loop.pushedS.toFixed(3)} s, served by all in ${loop.servedS.toFixed(3)} s (${loop.probes} probes).`,
-				`Heap cycles (a full collection after each): heapUsed ${heap.map((h) => h.heapMiB.toFixed(1)).join(" / ")} MiB (V8 heap committed ${heap.map((h) => h.heapTotalMiB.toFixed(0)).join(" / ")} MiB); RSS after it ${heap.map((h) => h.rssMiB.toFixed(0)).join(" / ")} MiB; external + array buffers ${heap.map((h) => h.externalMiB.toFixed(1)).join(" / ")} MiB; cycles ${heap.map((h) => h.s.toFixed(2)).join(" / ")} s, writes ${heap.reduce((n, h) => n + h.writes, 0)}. The daemon's total CPU ${cpuTotalS.toFixed(1)} s.`,
-				"RSS timeline (VmRSS/VmHWM MiB at each phase's end): " +
-					rssTimeline.map((r) => `${r.phase} ${r.rssMiB.toFixed(0)}/${r.hwmMiB.toFixed(0)}`).join(", "),
-				"This process's probes (8 at a time, rounds 20 ms apart) share the 2 cores with the daemon and the HAProxy workers; both variants are timed by the same probes in the same run.",
-				...(profile ? [`Daemon CPU profile summary: ${profile}`] : []),
-			);
-			return {
-				scenario: "fleet-socket",
-				title: "Fleet through the socket: real HAProxy × certificates, one daemon",
-				parameters: {
-					nodes: o.nodes,
-					certs: o.certs,
-					noop_cycles: o.noopCycles,
-					heap_cycles: o.heapCycles,
-					key: "ECDSA P-256 (one shared key)",
-				},
-				rows,
-				notes,
-				durationS: seconds(t0),
-			};
-		} finally {
-			await d.stop();
-		}
 	} finally {
 		await Promise.all(nodes.map((h) => h.stop()));
 		await rm(scratch, { recursive: true, force: true });
