@@ -19,12 +19,19 @@ export interface CommandContext {
 }
 
 export function createContext(options: GlobalOptions, env: NodeJS.ProcessEnv = process.env): CommandContext {
-	const log = createLogger({ level: options.logLevel ?? env.CERTIFICATEE_LOG_LEVEL ?? "info" });
+	// --log-level, else $CERTIFICATEE_LOG_LEVEL, else the file's log_level (applied as each load reads it, so a
+	// SIGHUP that changes it takes effect), else info.
+	const chosen = options.logLevel ?? env.CERTIFICATEE_LOG_LEVEL;
+	const log = createLogger({ level: chosen ?? "info" });
 	return {
 		options,
 		log,
 		env,
 		out: (line) => process.stdout.write(`${line}\n`),
-		loadConfig: () => loadConfigFile(options.config ?? defaultConfigPath(env), env),
+		loadConfig: () => {
+			const loaded = loadConfigFile(options.config ?? defaultConfigPath(env), env);
+			if (chosen === undefined) log.level = loaded.config.log_level;
+			return loaded;
+		},
 	};
 }

@@ -26,6 +26,7 @@ export function buildProgram(run: (action: Action, input: CommandInput) => Promi
 				"info",
 				"warn",
 				"error",
+				"fatal",
 				"silent",
 			]),
 		)
