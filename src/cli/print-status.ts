@@ -154,10 +154,9 @@ function endpointStateLines(
 	endpoints: readonly EndpointReport[],
 	style: Styler,
 ): string[] {
-	const absent = absentCertificates(report);
 	const out: string[] = [];
 	for (const e of endpoints) {
-		const state = endpointState(e, absent);
+		const state = endpointState(e, absentCertificates(report, e.target));
 		if (state.state === "converged") continue;
 		const word = state.state === "unobserved" ? "down" : state.state;
 		const colour = state.state === "pending" ? "yellow" : "red";

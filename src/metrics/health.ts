@@ -67,10 +67,9 @@ export interface Readiness {
 export function readiness(h: LoopHealth): Readiness {
 	const last = h.last;
 	const outcome = last ? cycleOutcome(last) : undefined;
-	const absent = last ? absentCertificates(last) : [];
 	const failedEndpoints = (last?.targets ?? []).flatMap((t) =>
 		t.endpoints.flatMap((e) => {
-			const s = endpointState(e, absent);
+			const s = endpointState(e, last ? absentCertificates(last, e.target) : []);
 			return s.state === "failed" || s.state === "unobserved"
 				? [{ target: e.target, endpoint: e.endpoint, error: s.reason }]
 				: [];

@@ -115,7 +115,7 @@ export function statusSummary(report: CycleReport): StatusSummary {
 	const waitedFor = absentCertificates(report);
 	return {
 		certificates: [...desiredSummaries(report), ...waitedFor.map((r) => absentSummary(r, report))],
-		endpoints: endpoints.map((e) => endpointSummary(e, waitedFor)),
+		endpoints: endpoints.map((e) => endpointSummary(e, absentCertificates(report, e.target))),
 		duplicates: refViews(endpoints, (cls) => DUPLICATE_CLASSES.has(cls)),
 		unmanaged: refViews(endpoints, (cls) => cls === "unmanaged"),
 	};
@@ -189,12 +189,16 @@ function absentSummary(r: RenewalView, report: CycleReport): CertificateSummary 
 		...(r.lastError ? { lastError: r.lastError } : {}),
 		nextAttempt: r.nextAttemptAt,
 		nextRenewal: r.nextAttemptAt,
-		targets: report.targets.map((t) => ({
-			target: t.target,
-			converged: 0,
-			total: t.endpoints.length,
-			reasons: t.endpoints.map((e) => `${e.endpoint}: not issued yet`),
-		})),
+		// A target that does not carry it (its `certificates` list) waits for nothing: 0 of 0, as once issued.
+		targets: report.targets.map((t) => {
+			const carried = t.awaiting === undefined || t.awaiting.includes(r.certificate);
+			return {
+				target: t.target,
+				converged: 0,
+				total: carried ? t.endpoints.length : 0,
+				reasons: carried ? t.endpoints.map((e) => `${e.endpoint}: not issued yet`) : [],
+			};
+		}),
 	};
 }
 

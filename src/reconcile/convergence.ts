@@ -42,10 +42,16 @@ export interface CertificateOnEndpoint {
 	waiting?: true;
 }
 
-/** Certificates certificatee issues that have none yet (never issued, or none valid): every endpoint waits for them. */
-export function absentCertificates(report: CycleReport): RenewalView[] {
+/**
+ * Certificates certificatee issues that have none yet (never issued, or none valid). With `target`: only those
+ * that target carries (its `certificates` list), which every endpoint of it waits for.
+ */
+export function absentCertificates(report: CycleReport, target?: string): RenewalView[] {
 	const present = new Set(report.certificates.map((c) => c.name));
-	return (report.renewals ?? []).filter((r) => !present.has(r.certificate));
+	const absent = (report.renewals ?? []).filter((r) => !present.has(r.certificate));
+	if (target === undefined || absent.length === 0) return absent;
+	const awaiting = report.targets.find((t) => t.target === target)?.awaiting;
+	return awaiting === undefined ? absent : absent.filter((r) => awaiting.includes(r.certificate));
 }
 
 /**

@@ -16,13 +16,17 @@ export interface TargetRunner {
 	readonly endpoints?: readonly string[];
 	/** Whether the target receives the certificate (its `certificates` list). */
 	carries?(certificate: string): boolean;
-	/** `onEndpoint` is called as each endpoint finishes (progress on large fleets). */
+	/**
+	 * `onEndpoint` is called as each endpoint finishes (progress on large fleets). `awaiting`: certificates this
+	 * target carries that certificatee issues and has none of yet (pending on every endpoint, never a failure).
+	 */
 	run(
 		desired: readonly DesiredCertificate[],
 		mode: CycleMode,
 		signal: AbortSignal,
 		onEndpoint?: (report: EndpointReport) => void,
 		rollout?: TargetRollout,
+		awaiting?: readonly string[],
 	): Promise<TargetReport>;
 }
 
@@ -56,9 +60,17 @@ export async function runCycle(deps: CycleDeps, mode: CycleMode, caller: AbortSi
 		),
 		mode,
 	);
+	// Issued certificates with none yet (never issued, or none valid): each target waits for those it carries.
+	const present = new Set(desired.certificates.map((c) => c.name));
+	const absent = (desired.renewals ?? []).map((r) => r.certificate).filter((c) => !present.has(c));
 	const targets = await Promise.all(
 		deps.targets.map((t) =>
-			limit(() => t.run(desired.certificates, mode, signal, deps.onEndpoint, rollouts?.forTarget(t.name))),
+			limit(async () => {
+				const awaiting = absent.filter((c) => t.carries?.(c) ?? true);
+				const rollout = rollouts?.forTarget(t.name);
+				const report = await t.run(desired.certificates, mode, signal, deps.onEndpoint, rollout, awaiting);
+				return absent.length > 0 ? { ...report, awaiting } : report;
+			}),
 		),
 	);
 	const report: CycleReport = {

@@ -111,13 +111,14 @@ export function cycleOutcome(report: CycleReport): CycleOutcome {
 	const endpoints = report.targets.flatMap((t) => t.endpoints);
 	const failures = cycleFailures(report);
 	const writes = stepCounts(endpoints.flatMap((e) => e.steps));
-	const absent = absentCertificates(report);
 	// A reload held back (budget, max_per_hour 0) leaves what it would make live not served: pending.
 	const held = endpoints.filter((e) => e.reloads?.cycle?.decision === "held").length;
 	const waiting = endpoints.reduce((n, e) => n + waitingCertificates(e), 0);
 	const due = (report.renewals ?? []).filter((r) => r.state === "due").length;
 	const pending = writes.open + held + waiting + due;
-	const convergedEndpoints = endpoints.filter((e) => endpointState(e, absent).state === "converged").length;
+	const convergedEndpoints = endpoints.filter(
+		(e) => endpointState(e, absentCertificates(report, e.target)).state === "converged",
+	).length;
 	return {
 		failures,
 		pending,

@@ -135,6 +135,8 @@ export interface TargetReport {
 	target: string;
 	kind: string;
 	endpoints: EndpointReport[];
+	/** When some issued certificate has none yet: those this target carries (runCycle). Absent: every one counts. */
+	awaiting?: string[];
 }
 
 /** `plan` observes and plans; `sync` applies the plan too. */

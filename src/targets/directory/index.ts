@@ -54,7 +54,12 @@ export interface DirectoryObservation {
 /** Observe the sets of the desired certificates; apply one write. Neither throws for a certificate's failure. */
 export interface DirectoryDriver {
 	readonly name: string;
-	observe(desired: readonly DesiredCertificate[], signal: AbortSignal): Promise<DirectoryObservation>;
+	/** `awaiting`: listed certificates not issued yet, left out (pending, not failed: runCycle's `awaiting`). */
+	observe(
+		desired: readonly DesiredCertificate[],
+		signal: AbortSignal,
+		awaiting?: readonly string[],
+	): Promise<DirectoryObservation>;
 	apply(action: DirectoryAction, signal: AbortSignal): Promise<ActionResult>;
 }
 
@@ -73,8 +78,8 @@ export function createDirectoryDriver(
 	const pending = options.pendingHooks ?? pendingHooksInMemory();
 	return {
 		name: config.path,
-		async observe(desired) {
-			const { owner, prepared } = await prepare(config, desired);
+		async observe(desired, _signal, awaiting = []) {
+			const { owner, prepared } = await prepare(config, desired, awaiting);
 			const sets: ObservedSet[] = [];
 			for (const p of prepared) {
 				if ("error" in p) sets.push({ certificate: p.certificate, path: p.path, ok: false, error: p.error });
@@ -193,8 +198,15 @@ async function onChange(
 	return { action, ok: true };
 }
 
-/** Selected certificates as file sets; a listed certificate that is not desired is a failure, files untouched. */
-async function prepare(config: DirectoryTargetConfig, desired: readonly DesiredCertificate[]) {
+/**
+ * Selected certificates as file sets; a listed certificate that is not desired is a failure, files untouched,
+ * unless it is awaited (an issued certificate with none yet: the views say pending, "not issued yet").
+ */
+async function prepare(
+	config: DirectoryTargetConfig,
+	desired: readonly DesiredCertificate[],
+	awaiting: readonly string[],
+) {
 	const prepared: Prepared[] = [];
 	let owner: Owner | undefined;
 	let caPem: string | undefined;
@@ -218,7 +230,7 @@ async function prepare(config: DirectoryTargetConfig, desired: readonly DesiredC
 		}
 	}
 	for (const name of config.certificates ?? []) {
-		if (desired.some((d) => d.name === name)) continue;
+		if (desired.some((d) => d.name === name) || awaiting.includes(name)) continue;
 		const error = new CertificateeError(
 			"NOT_AVAILABLE",
 			`certificate ${name} is not in the desired set; its files are left as they are`,

@@ -46,11 +46,12 @@ export function createDirectoryRunner(
 	return {
 		name: config.name,
 		kind: "directory",
-		async run(desired, mode, signal, onEndpoint) {
+		carries: (certificate) => config.certificates?.includes(certificate) ?? true,
+		async run(desired, mode, signal, onEndpoint, _rollout, awaiting) {
 			if (policy.owns && !policy.owns(config.path))
 				return { target: config.name, kind: "directory", endpoints: [] };
 			const started = now().getTime();
-			const observation = await driver.observe(desired, signal);
+			const observation = await driver.observe(desired, signal, awaiting);
 			const byName = new Map(desired.map((d) => [d.name, d]));
 			const entries = observation.sets.flatMap((set) => entriesOf(set, byName, config, neverDowngrade));
 			const holds = trustHolds(

@@ -207,6 +207,16 @@ describe("targets/directory", () => {
 		expect(existsSync(join(c.path, "beta"))).toBe(false);
 	});
 
+	it("a listed certificate awaited (issued, none yet) is left out: no failed step, the others are written", async () => {
+		const c = config({ layout: "split", certificates: ["alpha", "gamma"] });
+		const result = (
+			await createDirectoryRunner(c).run([alpha, beta], "sync", signal, undefined, undefined, ["gamma"])
+		).endpoints[0] as EndpointReport;
+		expect(steps(result)).toEqual([["directory-write", "alpha", "ok"]]);
+		expect(classes(result)).toEqual([["in-sync", "alpha"]]);
+		expect(existsSync(join(c.path, "gamma"))).toBe(false);
+	});
+
 	it("a bad certificate name fails that certificate with ATOMICDIR_BAD_NAME, not the target", async () => {
 		const c = config({ layout: "haproxy-pem" });
 		const evil = { ...beta, name: "../evil" };
