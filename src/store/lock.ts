@@ -19,6 +19,7 @@ import {
 import { dirname, join } from "node:path";
 import { LOCK_EX, LOCK_NB, LOCK_UN, loadNativeBinding, type NativeBinding } from "../atomicdir/renameat2.js";
 import { CertificateeError } from "../errors.js";
+import { checkStateDir } from "./state-dir.js";
 
 export interface StateLock {
 	readonly path: string;
@@ -85,7 +86,8 @@ export async function acquireStateLock(stateDir: string): Promise<StateLock> {
 
 /**
  * STATE_UNWRITABLE when this user cannot create or write the state directory (checked without writing: the
- * directory, or the nearest parent that exists when it does not), for `validate` and before the lock is taken.
+ * directory, or the nearest parent that exists when it does not), for `validate` and before the lock is taken;
+ * STATE_EXPOSED when it exists and another account can write it (checkStateDir).
  */
 export function stateDirProblem(stateDir: string): CertificateeError | undefined {
 	let at = stateDir;
@@ -106,9 +108,16 @@ export function stateDirProblem(stateDir: string): CertificateeError | undefined
 	}
 	try {
 		accessSync(at, constants.W_OK | constants.X_OK);
-		return undefined;
 	} catch (e) {
 		return unwritable(stateDir, at, e);
+	}
+	// An existing directory other accounts can write is refused at start (STATE_EXPOSED): say it here too.
+	if (at !== stateDir) return undefined;
+	try {
+		checkStateDir(stateDir);
+		return undefined;
+	} catch (e) {
+		return e instanceof CertificateeError ? e : undefined;
 	}
 }
 

@@ -249,6 +249,25 @@ describe("cli/validate: what would fail later", () => {
 		);
 	});
 
+	it("a state directory other accounts can write: validate --config-only fails with STATE_EXPOSED, as the daemon's start does", async () => {
+		const base = join(dir, "exposed");
+		mkdirSync(join(base, "state"), { recursive: true });
+		chmodSync(join(base, "state"), 0o777);
+		const f = join(base, "certificatee.yaml");
+		writeFileSync(f, `state_dir: ${join(base, "state")}\nsources:\n  - { name: local, type: local-ca }\n`);
+		const checked = await certificatee(["validate", "--config-only", "--config", f]);
+		expect(checked.code, checked.stdout + checked.stderr).toBe(1);
+		expect(checked.stdout).toContain(
+			`state_dir: STATE_EXPOSED: state_dir ${join(base, "state")} is writable by every account`,
+		);
+		expect(checked.stdout).toContain(`chmod 700 ${join(base, "state")}`);
+		const run = await certificatee(["sync", "--once", "--config", f]);
+		expect(run.code).toBe(1);
+		expect(run.stderr).toContain("STATE_EXPOSED");
+		chmodSync(join(base, "state"), 0o700);
+		expect((await certificatee(["validate", "--config-only", "--config", f])).code).toBe(0);
+	});
+
 	it("every subcommand's --help shows the global options", async () => {
 		for (const args of [
 			["validate", "--help"],
