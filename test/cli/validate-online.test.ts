@@ -5,7 +5,7 @@
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestCa, issueTestLeaf } from "../harness/certs.js";
 import { certificatee, ensureBuilt } from "../harness/cli.js";
@@ -22,7 +22,11 @@ let closedPort: number;
 beforeAll(async () => {
 	const leaf = await issueTestLeaf(await createTestCa("online CA"), { names: ["a.online.test"] });
 	[h, pebble] = await Promise.all([
-		startHaproxy({ crtDir: { "a.pem": leaf.combinedPem } }),
+		// A second stats socket below `level admin`: it answers show info, not the certificate commands.
+		startHaproxy({
+			crtDir: { "a.pem": leaf.combinedPem },
+			globalLines: ["stats socket unix@{dir}/user.sock mode 600 level user"],
+		}),
 		startPebble({ validation: "always-valid" }),
 		ensureBuilt(),
 	]).then(([haproxy, p]) => [haproxy, p] as const);
@@ -167,6 +171,24 @@ describe("cli/validate --online", () => {
 		expect(text.stdout).toContain("online: 4/9 ok");
 		expect(text.stdout).toMatch(/FAIL {2}runtime-socket dead-socket .*missing\.sock/);
 		expect(text.stdout).toMatch(/FAIL {2}acme-directory dead-acme/);
+	});
+
+	it("a stats socket below level admin fails the check with the hint, as the first cycle would", async () => {
+		const file = join(dir, "user-level.yaml");
+		const socket = join(dirname(h.adminSocket), "user.sock");
+		writeFileSync(
+			file,
+			JSON.stringify({
+				state_dir: join(dir, "state"),
+				targets: [{ name: "user-socket", type: "haproxy-runtime", socket, crt_dir: h.crtDir }],
+			}),
+		);
+		const r = await certificatee(["--json", "validate", "--online", "--config", file]);
+		expect(r.code).toBe(1);
+		const check = (JSON.parse(r.stdout) as Report).online.find((c) => c.kind === "runtime-socket");
+		expect(check?.ok).toBe(false);
+		expect(check?.error?.message).toContain("Permission denied");
+		expect(JSON.stringify(check)).toContain("level admin");
 	});
 
 	it("an API that stores certificates elsewhere than storage_dir is a failure naming the right directory", async () => {

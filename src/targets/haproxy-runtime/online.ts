@@ -1,4 +1,7 @@
-/** `validate --online` for a haproxy-runtime target: its socket (`show info`, HAProxy's own ACME), its probe address. */
+/**
+ * `validate --online` for a haproxy-runtime target: its socket (`show info`, `show ssl crt-list` at `level admin`,
+ * HAProxy's own ACME), its probe address.
+ */
 import type { OnlineContext, PendingCheck } from "../../base/online.js";
 import { CertificateeError } from "../../errors.js";
 import { probeCheck, sniFor } from "../../probe/online.js";
@@ -58,6 +61,9 @@ function runtimeSocket(
 						},
 					);
 				}
+				// The first command of every observation: a socket below `level admin` answers it "Permission
+				// denied" (show info answers at any level), so that is found here, not at the first cycle.
+				await client.showCrtLists();
 				const detail = `HAProxy ${info.Version}, pid ${info.Pid ?? "?"}`;
 				const warnings = await acmeOverlaps(client, certificates);
 				return warnings.length > 0 ? { detail, warnings } : detail;
