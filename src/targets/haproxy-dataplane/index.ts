@@ -14,6 +14,7 @@ import { type ClientDeps, createDataplaneClient, type DataplaneClientHandle } fr
 import { fullBecause, intern, noteWrite, type ObservationMemory, reusable, untouched } from "./memory.js";
 import { observeEndpoint } from "./observe.js";
 import type { DataplaneEndpointConfig } from "./schema.js";
+import { onLoopback, settledWorkerInfo } from "./settle.js";
 
 export { sanitizeStorageName } from "./client.js";
 export {
@@ -49,6 +50,7 @@ export function createDataplaneEndpoint(
 	const client: DataplaneClientHandle = createDataplaneClient(config, deps);
 	const endpoint = config.name;
 	const concurrency = deps.concurrency ?? 16;
+	const local = onLoopback(config.url);
 
 	const driverProbe = (sni: string, signal: AbortSignal) =>
 		probeServed({ address: config.probe ?? "", sni, signal, timeoutMs: config.timeout });
@@ -117,8 +119,22 @@ export function createDataplaneEndpoint(
 		}
 	}
 
-	/** pid, uptime_sec and node of the worker the API reaches; none from a server without runtime info. */
-	async function workerInfo(signal: AbortSignal): Promise<Record<string, string>> {
+	/**
+	 * pid, uptime_sec and node of the worker the API reaches; none from a server without runtime info. On
+	 * loopback, while that worker's master is starting a newer one (a reload under way: the new worker has read
+	 * the files, the old one still answers and does not say it is stopping), waits until the new one answers,
+	 * so a write the reload lost shows as a worker change (settle.ts).
+	 */
+	function workerInfo(signal: AbortSignal): Promise<Record<string, string>> {
+		return settledWorkerInfo(() => askWorkerInfo(signal), {
+			local,
+			endpoint,
+			timeoutMs: config.timeout,
+			signal,
+		});
+	}
+
+	async function askWorkerInfo(signal: AbortSignal): Promise<Record<string, string>> {
 		const answer = await client.processInfo(signal).catch((e: unknown) => {
 			if (isCertificateeError(e, "ENDPOINT_NOT_FOUND")) return undefined;
 			throw e;

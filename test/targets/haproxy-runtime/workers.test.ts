@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { afterAll, describe, expect, it } from "vitest";
-import { newerWorker } from "../../../src/targets/haproxy-runtime/workers.js";
+import { newerWorker } from "../../../src/targets/haproxy/process-tree.js";
 import { rig } from "../../harness/targets.js";
 
 const r = rig();
