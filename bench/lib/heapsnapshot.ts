@@ -45,11 +45,15 @@ export function summariseHeap(file: string, top = 30): HeapSummary {
 		groups.set(key, g);
 		if (isString) {
 			// Key material never reaches a summary (a file that may be committed): only that it was there.
+			// A PEM body without its header (a slice of the file, a decoded line) is base64 DER, a key's as often as
+			// a certificate's: every such string is redacted too.
 			const value = /PRIVATE KEY/.test(rawName)
 				? "(a PEM holding a private key: redacted)"
-				: rawName.length > 80
-					? `${rawName.slice(0, 77)}...`
-					: rawName;
+				: /^MI[A-Za-z0-9+/]{30,}/.test(rawName)
+					? "(base64 DER, a key or a certificate: redacted)"
+					: rawName.length > 80
+						? `${rawName.slice(0, 77)}...`
+						: rawName;
 			const st = strings.get(value) ?? { count: 0, bytes: 0 };
 			st.count += 1;
 			st.bytes += size;
