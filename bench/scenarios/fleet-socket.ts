@@ -311,9 +311,11 @@ async function daemonPhase(
 		seen = d.logs.indexOf(line) + 1;
 		return line;
 	};
+	// Only whole lines: the daemon may be writing the last one while it is read (it ends each with a newline).
 	const memoryLines = async (): Promise<MemoryLine[]> =>
 		(await readFile(memoryFile, "utf8").catch(() => ""))
 			.split("\n")
+			.slice(0, -1)
 			.filter((l) => l !== "")
 			.map((l) => JSON.parse(l) as MemoryLine);
 	const rssTimeline: PhaseResult["rssTimeline"] = [];
