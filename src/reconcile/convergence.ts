@@ -42,13 +42,20 @@ export interface CertificateOnEndpoint {
 	waiting?: true;
 }
 
+const absentOf = new WeakMap<CycleReport, RenewalView[]>();
+
 /**
  * Certificates certificatee issues that have none yet (never issued, or none valid). With `target`: only those
  * that target carries (its `certificates` list), which every endpoint of it waits for.
  */
 export function absentCertificates(report: CycleReport, target?: string): RenewalView[] {
-	const present = new Set(report.certificates.map((c) => c.name));
-	const absent = (report.renewals ?? []).filter((r) => !present.has(r.certificate));
+	// Asked once per endpoint by every view: the report is final once its cycle is over, so decided once.
+	let absent = absentOf.get(report);
+	if (absent === undefined) {
+		const present = new Set(report.certificates.map((c) => c.name));
+		absent = (report.renewals ?? []).filter((r) => !present.has(r.certificate));
+		absentOf.set(report, absent);
+	}
 	if (target === undefined || absent.length === 0) return absent;
 	const awaiting = report.targets.find((t) => t.target === target)?.awaiting;
 	return awaiting === undefined ? absent : absent.filter((r) => awaiting.includes(r.certificate));
