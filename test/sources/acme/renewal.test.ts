@@ -63,6 +63,7 @@ describe("ACME issuance and renewal through the renewal manager", () => {
 	it("issues, orders nothing while not due, and renews before the end of a 60 s lifetime", async () => {
 		const now = soon();
 		const first = await cycle(deps(), now);
+		expect(statusOf(first).lastError).toBeUndefined();
 		expect(statusOf(first)).toMatchObject({ ordered: true, failures: 0 });
 		const leaf = leafOf(first)!;
 		expect(leaf.dnsNames).toEqual(["web.test", "www.web.test"]);
