@@ -144,7 +144,7 @@ export function stayedLocked(
 		{
 			context: { endpoint, certificate: subject, operation },
 			retryable: true,
-			hint: "another commit (or HAProxy's ACME updater) holds the certificate lock; retry later",
+			hint: "another commit (or HAProxy's ACME updater) holds the certificate lock; retried next cycle. If it stays locked cycle after cycle while nothing else writes, the worker kept the lock of a client killed mid-command (seen with HAProxy 3.4.0): reload HAProxy, which is safe (certificatee writes every file whole before any runtime change)",
 		},
 	);
 }

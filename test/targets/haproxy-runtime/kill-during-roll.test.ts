@@ -11,9 +11,12 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { describeError, isCertificateeError } from "../../../src/errors.js";
 import { leafMeta } from "../../../src/reconcile/leaf-meta.js";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
 import { createTestCa, issueTestLeaf, type TestLeaf } from "../../harness/certs.js";
+import { scaled } from "../../harness/deadline.js";
+import { socketCommand } from "../../harness/haproxy.js";
 import { assertReloadSafe } from "../../harness/invariant.js";
 import { rig, syncOnce } from "../../harness/targets.js";
 import { desiredFromLeaf } from "../../reconcile/scenario.js";
@@ -86,9 +89,32 @@ describe("haproxy-runtime: SIGKILL during a batched roll", () => {
 		const h = await r.haproxy({
 			crtDir: Object.fromEntries(names.map((n, i) => [`${n}.pem`, current[i]!.combinedPem])),
 		});
-		// HAProxy answers "locked" while a commit runs, and one a kill cut short may take a while to unwind on a loaded
-		// machine (3.4.0 held the lock past the default ~2 s once): this observer waits up to ~15 s.
-		const check = new RuntimeClient({ address: h.adminSocket, name: "check", lockAttempts: 40 });
+		const check = new RuntimeClient({ address: h.adminSocket, name: "check" });
+		/**
+		 * HAProxy answers "locked" while a certificate command runs: a few milliseconds after a kill. But a worker can
+		 * keep the lock of a client killed mid-command for good (HAProxy 3.4.0: twice in about 40 runs of this test, ~200 kills; then
+		 * `show sess all` shows no CLI session running a command). Nothing but a reload releases it, which is what
+		 * RUNTIME_LOCKED's hint tells an operator, and every file on disk is complete, so the reload is safe. Waits
+		 * for the lock up to a deadline scaled to the machine; false when the lock outlived it.
+		 */
+		const lockFreed = async (file: string): Promise<boolean> => {
+			const deadline = performance.now() + scaled(20_000);
+			for (;;) {
+				try {
+					await check.showCert(file);
+					return true;
+				} catch (e) {
+					if (!isCertificateeError(e, "RUNTIME_LOCKED")) throw e;
+					if (performance.now() > deadline) return false;
+				}
+			}
+		};
+		/** The serial HAProxy holds for `file`; a lock held again past the deadline fails with HAProxy's sessions. */
+		const liveSerial = async (file: string): Promise<string | undefined> => {
+			if (await lockFreed(file)) return (await check.showCert(file))?.serial;
+			const sessions = await socketCommand(h.adminSocket, "show sess all").catch(describeError);
+			throw new Error(`the certificate lock stayed held looking at ${file}; show sess all:\n${sessions}`);
+		};
 		const scratch = await mkdtemp(join(tmpdir(), "certificatee-kill-roll-"));
 		r.onTeardown(async () => {
 			await check.close();
@@ -109,6 +135,8 @@ describe("haproxy-runtime: SIGKILL during a batched roll", () => {
 			const firstCommitted = async () =>
 				(await check.showCert(first).catch(() => undefined))?.serial === next[0]!.serial;
 			const { finished } = await killRoll(h.adminSocket, h.crtDir, source, at, firstCommitted);
+			const stuck = !(await lockFreed(first));
+			if (stuck) await h.reload();
 			let newFiles = 0;
 			let newLive = 0;
 			for (const [i, n] of names.entries()) {
@@ -118,18 +146,19 @@ describe("haproxy-runtime: SIGKILL during a batched roll", () => {
 				expect([old.serial, fresh.serial], `roll ${roll}: ${n}.pem is a complete certificate`).toContain(
 					file.serial,
 				);
-				const live = (await check.showCert(join(h.crtDir, `${n}.pem`)))?.serial;
+				const live = await liveSerial(join(h.crtDir, `${n}.pem`));
 				expect([old.serial, fresh.serial], `roll ${roll}: HAProxy holds a complete ${n}`).toContain(live);
 				if (live === fresh.serial) newLive += 1;
 				if (file.serial === fresh.serial) newFiles += 1;
 			}
-			// The cycle's files are all written (and fsynced) before its first runtime commit.
-			if (newLive > 0) expect(newFiles, `roll ${roll}: a commit before every file was written`).toBe(COUNT);
+			// The cycle's files are all written (and fsynced) before its first runtime commit (unseen after a reload).
+			if (newLive > 0 && !stuck)
+				expect(newFiles, `roll ${roll}: a commit before every file was written`).toBe(COUNT);
 			const untouched = newFiles === 0 && newLive === 0;
 			const done = newFiles === COUNT && newLive === COUNT;
-			if (!untouched && !done) midRoll += 1;
+			if (!untouched && !done && !stuck) midRoll += 1;
 			outcomes.push(
-				`killed at its ${at}${finished ? " (it had finished)" : ""}: ${newFiles} new files, ${newLive} new in HAProxy`,
+				`killed at its ${at}${finished ? " (it had finished)" : ""}: ${newFiles} new files, ${newLive} new in HAProxy${stuck ? " (HAProxy kept the killed client's certificate lock: reloaded)" : ""}`,
 			);
 			// The next cycle (this process) finishes the roll, whatever the kill left (an open transaction included).
 			const e = await syncOnce(
@@ -139,7 +168,7 @@ describe("haproxy-runtime: SIGKILL during a batched roll", () => {
 			);
 			expect(e.steps.filter((s) => s.result !== "ok")).toEqual([]);
 			for (const [i, n] of names.entries()) {
-				expect((await check.showCert(join(h.crtDir, `${n}.pem`)))?.serial).toBe(next[i]!.serial);
+				expect(await liveSerial(join(h.crtDir, `${n}.pem`))).toBe(next[i]!.serial);
 			}
 			current = next;
 		}
