@@ -4,10 +4,51 @@
  * (with --expose-gc). The bench signals it only between cycles; certificatee itself does not handle SIGUSR2.
  * With $CERTIFICATEE_BENCH_HEAPSNAPSHOT=<dir>, the signals named in $CERTIFICATEE_BENCH_HEAPSNAPSHOT_AT
  * ("1,20": the first and the twentieth) also write a heap snapshot there (bench/lib/heapsnapshot.ts sums it up).
+ * Each line also says where the resident memory is after the collection (`where`, bytes): V8's heap as V8 counts
+ * it (physical size of its spaces) and its own malloc'ed memory (compiler and parser zones), and the process's
+ * mappings from /proc/self/smaps by kind: glibc's main arena (the brk "[heap]"), its thread arenas (anonymous
+ * mappings at a 64 MiB boundary, glibc's HEAP_MAX_SIZE), the other anonymous mappings (V8's pages, mmap'd malloc
+ * chunks, thread stacks) and file-backed ones (node's binary, libraries).
  */
-const { appendFileSync } = require("node:fs");
+const { appendFileSync, readFileSync } = require("node:fs");
 const { join } = require("node:path");
-const { writeHeapSnapshot } = require("node:v8");
+const { getHeapStatistics, writeHeapSnapshot } = require("node:v8");
+
+const ARENA = 64 * 1024 * 1024;
+
+/** Resident bytes of this process by kind of mapping (smaps' Rss lines). */
+function mappings() {
+	const out = { mainArena: 0, threadArenas: 0, threadArenaCount: 0, otherAnon: 0, files: 0, stacks: 0 };
+	let kind;
+	for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+		const head = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ (\d+)\s*(.*)$/.exec(line);
+		if (head) {
+			const start = Number.parseInt(head[1], 16);
+			const path = head[5];
+			if (path === "[heap]") kind = "mainArena";
+			else if (path.startsWith("[stack")) kind = "stacks";
+			else if (path !== "" && !path.startsWith("[")) kind = "files";
+			else if (path === "" && start % ARENA === 0 && head[3].startsWith("rw")) {
+				kind = "threadArenas";
+				out.threadArenaCount += 1;
+			} else kind = "otherAnon";
+			continue;
+		}
+		const rss = /^Rss:\s+(\d+) kB$/.exec(line);
+		if (rss && kind) out[kind] += Number(rss[1]) * 1024;
+	}
+	return out;
+}
+
+function where() {
+	const v8 = getHeapStatistics();
+	return {
+		v8Physical: v8.total_physical_size,
+		v8Malloced: v8.malloced_memory,
+		v8PeakMalloced: v8.peak_malloced_memory,
+		...mappings(),
+	};
+}
 
 const file = process.env.CERTIFICATEE_BENCH_MEMORY;
 const snapshotDir = process.env.CERTIFICATEE_BENCH_HEAPSNAPSHOT;
@@ -26,7 +67,8 @@ if (file) {
 				: undefined;
 		appendFileSync(
 			file,
-			`${JSON.stringify({ at: Date.now(), collected: collect, before, after, snapshot })}\n`,
+			`${JSON.stringify({ at: Date.now(), collected: collect, before, after, where: where(), snapshot })}\n`,
 		);
 	});
 }
+module.exports = { where };

@@ -16,6 +16,7 @@ import type { DesiredCertificate } from "../../src/reconcile/model.js";
 import type { CycleReport } from "../../src/reconcile/report.js";
 import { dataplaneTargetSchema } from "../../src/targets/haproxy-dataplane/schema.js";
 import { buildTarget } from "../../src/targets/registry.js";
+import { type MemoryWhere, memoryWhere } from "../lib/memory-where.js";
 
 export interface FleetJob {
 	endpoints: Array<{
@@ -28,6 +29,8 @@ export interface FleetJob {
 	storageDir: string;
 	certDir: string;
 	cycles: number;
+	/** bench/lib/memory-probe.cjs: where the RSS is, measured after the last no-op cycle's collection. */
+	memoryProbe?: string;
 	/** A renewed combined PEM for one certificate, rolled after the no-op cycles when stdin says "renew". */
 	renewed?: { name: string; file: string };
 }
@@ -47,6 +50,8 @@ export interface CycleLine {
 	failedEndpoints: number;
 	refs: number;
 	errors: string[];
+	/** Where the RSS is after the collection (the last no-op cycle only). */
+	where?: MemoryWhere;
 }
 
 const MiB = 2 ** 20;
@@ -144,6 +149,7 @@ for (let i = 0; i < job.cycles; i++) {
 		out.heapMiB = process.memoryUsage().heapUsed / MiB;
 	}
 	out.rssMiB = process.memoryUsage().rss / MiB;
+	if (job.memoryProbe && i === job.cycles - 1) out.where = memoryWhere(job.memoryProbe);
 	line(out);
 }
 line({ noopDone: true });

@@ -19,7 +19,6 @@ import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import pLimit from "p-limit";
 import { probeServed } from "../../src/probe/index.js";
 import { issueTestLeaf } from "../../test/harness/certs.js";
@@ -27,6 +26,7 @@ import { ensureBuilt, type LogLine, spawnCertificatee } from "../../test/harness
 import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy.js";
 import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
 import { heapMarkdown, summariseHeap } from "../lib/heapsnapshot.js";
+import { type MemoryWhere, memoryProbe, whereLine } from "../lib/memory-where.js";
 import { benchCa, cachedCerts, crtDirFiles } from "../lib/pool.js";
 import { cpuSeconds, familyRssMiB, median, seconds } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
@@ -50,7 +50,6 @@ export interface SocketFleetOptions {
 export const SOCKET_FLEET_GOALS = { cycleS: 1, rssMiB: 250, servedS: 1, servedOverLoop: 10 } as const;
 
 const MIB = 2 ** 20;
-const memoryProbe = fileURLToPath(new URL("../lib/memory-probe.cjs", import.meta.url));
 
 function statusKiB(pid: number, field: "VmHWM" | "VmRSS"): number {
 	try {
@@ -189,6 +188,8 @@ interface MemoryLine {
 	collected: boolean;
 	before: NodeJS.MemoryUsage;
 	after: NodeJS.MemoryUsage;
+	/** Where the resident memory is after the collection (bytes; bench/lib/memory-probe.cjs). */
+	where?: MemoryWhere;
 	snapshot?: string;
 }
 
@@ -223,6 +224,8 @@ interface HeapLine {
 	externalMiB: number;
 	s: number;
 	writes: number;
+	/** Where the RSS is after the collection (whereLine). */
+	where?: string;
 }
 
 /** What one daemon variant measured against the running nodes. */
@@ -388,6 +391,7 @@ async function daemonPhase(
 				externalMiB: (m.after.external + m.after.arrayBuffers) / MIB,
 				s: Number(line.durationMs) / 1000,
 				writes: Number(line.writes),
+				...(m.where ? { where: whereLine(m.after.rss, m.where) } : {}),
 			});
 		}
 		mark("heap cycles");
@@ -499,6 +503,9 @@ function phaseNotes(o: SocketFleetOptions, p: PhaseResult, tag: string): string[
 		`${tag}No-op cycles: ${p.noop.map((c) => c.s.toFixed(2)).join(" / ")} s; CPU per cycle and wait ${p.noop.map((c) => c.cpuS.toFixed(2)).join(" / ")} s; RSS at each end ${p.noop.map((c) => c.rssMiB.toFixed(0)).join(" / ")} MiB.`,
 		`${tag}Renewal: one new leaf renamed into the source right after a cycle ended; served by all ${o.nodes} nodes ${p.servedS.toFixed(3)} s after the rename (${p.probes} probes); the daemon's CPU from the rename to the end of the renewal cycle ${p.renewCpuS.toFixed(2)} s.`,
 		`${tag}Heap cycles (a full collection after each): heapUsed ${heap.map((h) => h.heapMiB.toFixed(1)).join(" / ")} MiB (V8 heap committed ${heap.map((h) => h.heapTotalMiB.toFixed(0)).join(" / ")} MiB); RSS after it ${heap.map((h) => h.rssMiB.toFixed(0)).join(" / ")} MiB; external + array buffers ${heap.map((h) => h.externalMiB.toFixed(1)).join(" / ")} MiB; cycles ${heap.map((h) => h.s.toFixed(2)).join(" / ")} s, writes ${heap.reduce((n, h) => n + h.writes, 0)}. The daemon's total CPU ${p.cpuTotalS.toFixed(1)} s.`,
+		...(heap.at(-1)?.where
+			? [`${tag}Where the RSS is after the last heap cycle's collection: ${heap.at(-1)?.where}.`]
+			: []),
 		`${tag}RSS timeline (VmRSS/VmHWM MiB at each phase's end): ${p.rssTimeline.map((r) => `${r.phase} ${r.rssMiB.toFixed(0)}/${r.hwmMiB.toFixed(0)}`).join(", ")}`,
 		...(p.profile ? [`${tag}Daemon CPU profile summary: ${p.profile}`] : []),
 		...(p.heapSummary ? [`${tag}Heap snapshots summed up in ${p.heapSummary}.`] : []),

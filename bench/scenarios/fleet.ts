@@ -23,6 +23,7 @@ import { freePort, type Haproxy, startHaproxy } from "../../test/harness/haproxy
 import { bundleScript } from "../lib/bundle.js";
 import { busiestProfile, selfTimeMarkdown } from "../lib/cpuprofile.js";
 import { type Standins, spawnStandins } from "../lib/dpapi-standin.js";
+import { memoryProbe, whereLine } from "../lib/memory-where.js";
 import { benchCa, crtDirFiles, makeCerts } from "../lib/pool.js";
 import { cpuSeconds, familyRssMiB, median, seconds } from "../lib/proc.js";
 import { type Row, ratio, type ScenarioResult } from "../lib/report.js";
@@ -168,6 +169,7 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 			certDir: shared,
 			cycles: o.cycles,
 			renewed: { name: renewedName, file: renewedFile },
+			memoryProbe,
 		};
 		const jobFile = join(scratch, "job.json");
 		await writeFile(jobFile, JSON.stringify(job));
@@ -344,6 +346,11 @@ export async function fleet(o: FleetOptions): Promise<ScenarioResult> {
 			`STAND-IN, not a Data Plane API: each endpoint is served by bench/lib/dpapi-standin.ts, which answers with the spec-validating double's own handlers but without its validation, reads from memory (runtime answers read from the real HAProxy once and after every write or worker change; storage answers kept per file identity) — so the figures are certificatee's own cost. ${standins.pids.length} stand-in processes, warm in ${standinWarmS.toFixed(1)} s; their CPU ${noop.standinCpuS.toFixed(1)} s and peak RSS ${standinPeakMiB.toFixed(0)} MiB (sum) are not certificatee's; ${noop.reads} read requests answered in the no-op cycles.`,
 			`${nodes.length} real HAProxy processes (Debian 2.6.12, master-worker), each loading the same ${o.certs}-file storage directory on its own TLS port, started 2 at a time in ${haproxyStartS.toFixed(0)} s; RSS ${haproxyRssMiB.toFixed(0)} MiB (masters + workers, shared pages counted in each); workers' CPU during the no-op cycles ${noop.haproxyCpuS.toFixed(1)} s.`,
 			`certificatee: one haproxy-dataplane target over all ${o.endpoints} endpoints in its own process, run as plain JavaScript (bench/scenarios/fleet-child.ts bundled by esbuild, no tsx loader) (RSS ${loaded?.rssBeforeMiB.toFixed(0)} MiB at start, ${loaded?.rssLoadedMiB.toFixed(0)} MiB with the ${o.certs} desired certificates parsed); cycles ${wall.map((w) => w.toFixed(1)).join(" / ")} s; CPU ${cycles.map((c) => c.cpuS.toFixed(1)).join(" / ")} s; RSS at cycle end ${cycles.map((c) => c.rssMiB.toFixed(0)).join(" / ")} MiB; heap after GC ${cycles.map((c) => c.heapMiB?.toFixed(0) ?? "?").join(" / ")} MiB; total CPU of the process ${done.cpuTotalS.toFixed(1)} s.`,
+			...(lastCycle?.where
+				? [
+						`Where certificatee's RSS is after the last no-op cycle's collection: ${whereLine(lastCycle.rssMiB * 2 ** 20, lastCycle.where)}.`,
+					]
+				: []),
 			`Renewal: a new leaf for ${certs[0]!.sni} replaces the desired one; one sync cycle (${renewDone?.wallS.toFixed(2)} s, CPU ${renewDone?.cpuS.toFixed(2)} s, failed endpoints ${renewDone?.failedEndpoints}${renewDone?.errors.length ? `, ${renewDone.errors.join(" | ")}` : ""}); this process probes every node's TLS port by SNI (8 at a time, repeated) until each serves the new serial.`,
 		);
 	} finally {
