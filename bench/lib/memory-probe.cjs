@@ -15,15 +15,20 @@ const { join } = require("node:path");
 const { getHeapStatistics, writeHeapSnapshot } = require("node:v8");
 
 const ARENA = 64 * 1024 * 1024;
+const V8_PAGE = 256 * 1024;
 
 /** Resident bytes of this process by kind of mapping (smaps' Rss lines). */
 function mappings() {
 	const out = { mainArena: 0, threadArenas: 0, threadArenaCount: 0, otherAnon: 0, files: 0, stacks: 0 };
+	/** The other anonymous mappings, to say which kind of region holds that memory: [virtual, resident] bytes. */
+	const anon = [];
 	let kind;
+	let size = 0;
 	for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
 		const head = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ (\d+)\s*(.*)$/.exec(line);
 		if (head) {
 			const start = Number.parseInt(head[1], 16);
+			size = Number.parseInt(head[2], 16) - start;
 			const path = head[5];
 			if (path === "[heap]") kind = "mainArena";
 			else if (path.startsWith("[stack")) kind = "stacks";
@@ -35,9 +40,21 @@ function mappings() {
 			continue;
 		}
 		const rss = /^Rss:\s+(\d+) kB$/.exec(line);
-		if (rss && kind) out[kind] += Number(rss[1]) * 1024;
+		if (rss && kind) {
+			out[kind] += Number(rss[1]) * 1024;
+			if (kind === "otherAnon" && rss[1] !== "0") anon.push([size, Number(rss[1]) * 1024]);
+		}
 	}
-	return out;
+	anon.sort((a, b) => b[1] - a[1]);
+	// V8 maps its heap in 256 KiB pages (its regular pages; large objects get their own mapping).
+	const pages = anon.filter(([virt]) => virt === V8_PAGE);
+	return {
+		...out,
+		otherAnonRegions: anon.length,
+		otherAnonTop: anon.slice(0, 4),
+		v8PageRegions: pages.length,
+		v8PageRegionsRss: pages.reduce((n, [, r]) => n + r, 0),
+	};
 }
 
 function where() {

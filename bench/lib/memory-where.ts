@@ -18,6 +18,12 @@ export interface MemoryWhere {
 	threadArenas: number;
 	threadArenaCount: number;
 	otherAnon: number;
+	/** How many other anonymous mappings hold memory, and the largest by resident size: [virtual, resident]. */
+	otherAnonRegions?: number;
+	otherAnonTop?: Array<[number, number]>;
+	/** Those of V8's page size (256 KiB): its heap's pages, pooled ones included. */
+	v8PageRegions?: number;
+	v8PageRegionsRss?: number;
 	files: number;
 	stacks: number;
 }
@@ -25,15 +31,21 @@ export interface MemoryWhere {
 /** One line on where the RSS is: V8's heap, V8's zones, glibc's arenas, the rest (bench/lib/memory-probe.cjs). */
 export function whereLine(rss: number, w: MemoryWhere): string {
 	const mib = (b: number) => `${(b / MIB).toFixed(0)} MiB`;
-	const v8Elsewhere = Math.max(0, w.otherAnon - w.v8Physical);
+	const pages = w.v8PageRegionsRss;
+	const v8 =
+		pages === undefined
+			? [`V8's heap ${mib(w.v8Physical)} (its physical size)`, `other anonymous mappings ${mib(w.otherAnon)}`]
+			: [
+					`V8's 256 KiB heap pages ${mib(pages)} in ${w.v8PageRegions} mappings (V8 counts ${mib(w.v8Physical)} as its heap, large objects included${pages > w.v8Physical ? `: the other ${mib(pages - w.v8Physical)}, most likely, are freed pages V8 keeps mapped to reuse` : ""})`,
+					`other anonymous mappings ${mib(Math.max(0, w.otherAnon - pages))} in ${(w.otherAnonRegions ?? 0) - (w.v8PageRegions ?? 0)} (large objects, mmap'd malloc chunks, thread stacks; the largest ${(w.otherAnonTop ?? []).map(([v, r]) => `${mib(r)} of ${mib(v)}`).join(", ")} resident of virtual)`,
+				];
 	return [
 		`RSS ${mib(rss)}`,
-		`V8 heap pages ${mib(w.v8Physical)} (anonymous mappings other than glibc's arenas: ${mib(w.otherAnon)}, so ${mib(v8Elsewhere)} of them are not V8's heap: mmap'd malloc chunks, V8's code range, stacks of threads)`,
+		...v8,
 		`glibc main arena (brk) ${mib(w.mainArena)}`,
 		`glibc thread arenas ${mib(w.threadArenas)} in ${w.threadArenaCount}`,
-		`V8's own malloc (zones) ${mib(w.v8Malloced)} now, ${mib(w.v8PeakMalloced)} at its peak (inside the arenas)`,
+		`V8's own malloc (zones, inside the arenas) ${mib(w.v8Malloced)} now, ${mib(w.v8PeakMalloced)} at its peak`,
 		`files (node, libraries) ${mib(w.files)}`,
-		`main stack ${mib(w.stacks)}`,
 	].join("; ");
 }
 
