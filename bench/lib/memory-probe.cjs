@@ -7,8 +7,8 @@
  * Each line also says where the resident memory is after the collection (`where`, bytes): V8's heap as V8 counts
  * it (physical size of its spaces) and its own malloc'ed memory (compiler and parser zones), and the process's
  * mappings from /proc/self/smaps by kind: glibc's main arena (the brk "[heap]"), its thread arenas (anonymous
- * mappings at a 64 MiB boundary, glibc's HEAP_MAX_SIZE), the other anonymous mappings (V8's pages, mmap'd malloc
- * chunks, thread stacks) and file-backed ones (node's binary, libraries).
+ * mappings at a 64 MiB boundary, glibc's HEAP_MAX_SIZE), the other anonymous mappings (V8's 256 KiB pages counted
+ * apart, large objects, mmap'd malloc chunks, stacks) and file-backed ones (node's binary, libraries).
  */
 const { appendFileSync, readFileSync } = require("node:fs");
 const { join } = require("node:path");
@@ -19,7 +19,7 @@ const V8_PAGE = 256 * 1024;
 
 /** Resident bytes of this process by kind of mapping (smaps' Rss lines). */
 function mappings() {
-	const out = { mainArena: 0, threadArenas: 0, threadArenaCount: 0, otherAnon: 0, files: 0, stacks: 0 };
+	const out = { mainArena: 0, threadArenas: 0, threadArenaCount: 0, otherAnon: 0, files: 0 };
 	/** The other anonymous mappings, to say which kind of region holds that memory: [virtual, resident] bytes. */
 	const anon = [];
 	let kind;
@@ -31,7 +31,6 @@ function mappings() {
 			size = Number.parseInt(head[2], 16) - start;
 			const path = head[5];
 			if (path === "[heap]") kind = "mainArena";
-			else if (path.startsWith("[stack")) kind = "stacks";
 			else if (path !== "" && !path.startsWith("[")) kind = "files";
 			else if (path === "" && start % ARENA === 0 && head[3].startsWith("rw")) {
 				kind = "threadArenas";
