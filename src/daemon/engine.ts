@@ -186,9 +186,11 @@ function buildTargets(
 			? sharedFleetMemory(target, { store: sharedMemory, readOnly: options.readOnly, warn })
 			: storedFleetMemory(target, { store, readOnly: options.readOnly, locate: store.pathOf, warn });
 	const certificateStores = certificateTrustStores(config);
-	for (const t of config.targets)
+	for (const t of config.targets) {
+		const sameKind = config.targets.filter((o) => o.type === t.type);
 		into.push(
 			buildTarget(t, {
+				place: { index: sameKind.indexOf(t), count: sameKind.length },
 				now,
 				warn,
 				readOnly: options.readOnly,
@@ -201,6 +203,7 @@ function buildTargets(
 				...(certificateStores.size > 0 ? { certificateTrust: (c: string) => certificateStores.get(c) } : {}),
 			}),
 		);
+	}
 }
 
 /** Each certificate's own trust_store, read once (a bad one stops the start, naming the field). */

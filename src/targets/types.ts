@@ -18,6 +18,11 @@ export interface TargetDeps {
 	readOnly?: boolean;
 	/** What only the HAProxy kinds use: shared write queues, fleet memory, backoff (targets/haproxy/engine/deps.ts). */
 	haproxy?: HaproxyDeps;
+	/**
+	 * This target's place among the targets of its kind, to spread periodic work over cycles (a haproxy-runtime
+	 * node's scheduled full observations: targets/haproxy/engine/full-schedule.ts). Absent: the first place.
+	 */
+	place?: { index: number; count: number };
 	/** The state directory, for what a target must remember across restarts (failed on_change hooks). */
 	stateDir?: string;
 	/** The local state store (state_dir's, also in a cluster): what a target remembers of this host (pending on_change runs). */

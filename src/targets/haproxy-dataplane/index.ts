@@ -7,6 +7,7 @@
 import { combinedPem } from "../../certificates/index.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
+import { fullPhase, type Place, sinceFullAfter } from "../haproxy/engine/full-schedule.js";
 import type { EndpointDriver, EndpointObservation } from "../haproxy/engine/model.js";
 import { workerFromInfo } from "../haproxy/engine/writers.js";
 import { applyAction } from "./apply.js";
@@ -36,6 +37,8 @@ export interface DataplaneEndpointDeps extends ClientDeps {
 	bufsize?: number;
 	/** Every N-th observation reads every item again; the others reuse what cannot have changed. Default 10. */
 	fullObservationEvery?: number;
+	/** This endpoint's place among its target's endpoints: where its full-observation schedule starts. */
+	place?: Place;
 }
 
 export interface DataplaneEndpoint extends EndpointDriver {
@@ -59,6 +62,7 @@ export function createDataplaneEndpoint(
 	let memory: ObservationMemory | undefined;
 	let touched = untouched();
 	const rules = { every: deps.fullObservationEvery ?? 10, masterRuntime: config.master_runtime === true };
+	const phase = fullPhase(deps.place, rules.every);
 
 	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
 		try {
@@ -102,7 +106,7 @@ export function createDataplaneEndpoint(
 							storage: new Map(fetched.storage.map((f) => intern(f)).map((f) => [f.storageName, f])),
 							runtime: new Map(fetched.runtime.map((r) => intern(r)).map((r) => [r.name, r])),
 							crtLists: fetched.crtLists,
-							sinceFull: full === undefined ? (memory?.sinceFull ?? 0) + 1 : 0,
+							sinceFull: sinceFullAfter(memory?.sinceFull, full, rules.every, phase),
 						};
 			const version = info.api?.version;
 			const fields = {

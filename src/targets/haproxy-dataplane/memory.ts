@@ -10,6 +10,7 @@
  * under the same worker, keeps the metadata its last GET gave; what certificatee wrote since is read again.
  */
 import type { ActionResult, RefMeta } from "../../reconcile/model.js";
+import { fullIsDue, scheduledFull } from "../haproxy/engine/full-schedule.js";
 import type { HaproxyAction } from "../haproxy/engine/model.js";
 import { sameWorker, type WorkerIdentity } from "../haproxy/engine/writers.js";
 
@@ -38,7 +39,7 @@ export interface ObservationMemory {
 	runtime: ReadonlyMap<string, FetchedRuntime>;
 	/** The crt-lists and their entries, as one string (any change makes the next observation full). */
 	crtLists: string;
-	/** Observations since the last full one. */
+	/** Observations since the last scheduled full one (the first counts from the endpoint's phase: full-schedule.ts). */
 	sinceFull: number;
 }
 
@@ -100,7 +101,7 @@ export function fullBecause(
 	rules: ReuseRules,
 ): string | undefined {
 	if (memory === undefined) return "first";
-	if (memory.sinceFull + 1 >= rules.every) return `every ${rules.every}`;
+	if (fullIsDue(memory.sinceFull, rules.every)) return scheduledFull(rules.every);
 	if (now.worker === undefined || now.uptimeSec === undefined) return "the API names no worker";
 	if (!sameWorker(memory.worker, now.worker)) return "worker changed";
 	if (now.uptimeSec < memory.uptimeSec) return "worker restarted";

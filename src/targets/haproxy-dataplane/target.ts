@@ -6,7 +6,7 @@ import type { TargetFactory } from "../types.js";
 import { createDataplaneEndpoint } from "./index.js";
 
 export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps) => {
-	const endpoints = config.endpoints.map((e) =>
+	const endpoints = config.endpoints.map((e, index) =>
 		createDataplaneEndpoint(e, {
 			now: deps.now,
 			allowNameRemoval: config.allow_name_removal,
@@ -15,6 +15,7 @@ export const dataplaneTarget: TargetFactory<"haproxy-dataplane"> = (config, deps
 			// In a cluster (never downgrade on) other members write the same endpoints: a listing that names the same
 			// items proves nothing about their content there, so every observation is full.
 			fullObservationEvery: deps.neverDowngrade ? 1 : config.full_observation_every,
+			place: { index, count: config.endpoints.length },
 			...(deps.warn ? { warn: deps.warn } : {}),
 		}),
 	);

@@ -33,6 +33,8 @@ export interface RuntimeContext {
 	memory?: ObservationMemory;
 	/** What certificatee changed since the last observation (apply.ts notes it before each write). */
 	touched: Touched;
+	/** Where this endpoint's full-observation schedule starts (full-schedule.ts). */
+	fullPhase: number;
 }
 
 /** HAProxy's side as the last observation read it (observe.ts). */
@@ -47,7 +49,7 @@ export interface ObservationMemory {
 	members: ReadonlyArray<{ list: string; entries: CrtListEntry[] }>;
 	/** `acme status`: certificate name -> acme section. */
 	acme: ReadonlyMap<string, string>;
-	/** Observations since the last full one. */
+	/** Observations since the last scheduled full one (the first counts from the endpoint's phase: full-schedule.ts). */
 	sinceFull: number;
 }
 

@@ -6,8 +6,10 @@
  * (docs/reloads.md), never by a write. The client: socket.ts (operations), session.ts (connection), command.ts (requests and
  * answers), parse.ts (`show` answers), transaction.ts (whole certificate writes).
  */
+
 import { parseAddress } from "../../base/address.js";
 import { probeServed } from "../../probe/index.js";
+import { fullPhase, type Place } from "../haproxy/engine/full-schedule.js";
 import { type EndpointDriver, runtimeNameOf, storageDirName } from "../haproxy/engine/model.js";
 import { applyRuntimeAction, applyRuntimeBatch, BATCHED_OPS } from "./apply.js";
 import { type RuntimeContext, untouched } from "./context.js";
@@ -31,6 +33,8 @@ export interface RuntimeEndpointDeps {
 	now?: () => Date;
 	/** plan and status: observe() does not remove leftover temp files (it reports them). */
 	readOnly?: boolean;
+	/** This node's place among the haproxy-runtime targets: where its full-observation schedule starts. */
+	place?: Place;
 }
 
 /** The driver plus `close()`, which ends its socket connection. */
@@ -62,6 +66,7 @@ export function createRuntimeEndpoint(
 		cfgCache: {},
 		crtListFiles: [],
 		touched: untouched(),
+		fullPhase: fullPhase(deps.place, config.full_observation_every),
 	};
 	const local = isUnixSocket(config.socket);
 	const driver: RuntimeEndpoint = {

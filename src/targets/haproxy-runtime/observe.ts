@@ -4,10 +4,12 @@
  * back, no connection per certificate). Leftover temp files of a killed writer are removed (or, read-only,
  * reported).
  */
+
 import { dirname } from "node:path";
 import { keyTypeOf } from "../../certificates/index.js";
 import { isCertificateeError } from "../../errors.js";
 import type { RefMeta } from "../../reconcile/model.js";
+import { fullIsDue, scheduledFull, sinceFullAfter } from "../haproxy/engine/full-schedule.js";
 import type { EndpointObservation, ObservedCrtList, ObservedRef } from "../haproxy/engine/model.js";
 import { endpointError, type RuntimeContext, untouched } from "./context.js";
 import { describeCrtList } from "./crt-list-files.js";
@@ -157,7 +159,7 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 		details: new Map([...held.inDir, ...held.outside]),
 		members,
 		acme,
-		sinceFull: full === undefined ? (memory?.sinceFull ?? 0) + 1 : 0,
+		sinceFull: sinceFullAfter(memory?.sinceFull, full, ctx.config.full_observation_every, ctx.fullPhase),
 	};
 	return held;
 }
@@ -181,8 +183,8 @@ function fullBecause(
 ): string | undefined {
 	const memory = ctx.memory;
 	if (memory === undefined) return "first";
-	if (memory.sinceFull + 1 >= ctx.config.full_observation_every) {
-		return `every ${ctx.config.full_observation_every}`;
+	if (fullIsDue(memory.sinceFull, ctx.config.full_observation_every)) {
+		return scheduledFull(ctx.config.full_observation_every);
 	}
 	if (ctx.touched.all) return "certificatee changed stores or crt-lists, or a write failed";
 	if (now.worker.pid !== memory.worker.pid || now.worker.node !== memory.worker.node) return "worker changed";

@@ -9,6 +9,7 @@ export const runtimeTarget: TargetFactory<"haproxy-runtime"> = (config, deps) =>
 	const endpoint = createRuntimeEndpoint(config, {
 		now: deps.now,
 		...(deps.readOnly ? { readOnly: true } : {}),
+		...(deps.place ? { place: deps.place } : {}),
 	});
 	const dirName = storageDirName(config.crt_dir_name ?? config.crt_dir);
 	return haproxyTarget(config, deps, {

@@ -117,4 +117,36 @@ describe("incremental observation (haproxy-dataplane)", () => {
 		// Not desired: gone again before the reload-safety check (it would serve it after a reload).
 		await rm(strayFile);
 	});
+
+	it("a target's endpoints start their full-observation schedules at spread phases: with 3 endpoints and every 3, each cycle after the first observes exactly one in full, each in turn", async () => {
+		const { h, want } = await fleetOfThree(true);
+		// Three endpoints in front of the one HAProxy, each through its own double, so each counts its own GETs.
+		const doubles = [await r.dpapi(h, { masterRuntime: true })];
+		for (let i = 1; i < 3; i++) doubles.push(await r.dpapi(h, { masterRuntime: true }));
+		const t = r.dataplane(h, doubles[0]!, {
+			full_observation_every: 3,
+			endpoints: doubles.map((d, i) => ({
+				name: `fra${i + 1}`,
+				url: d.url,
+				username: d.username,
+				password: d.password,
+				probe: h.address,
+				master_runtime: true,
+			})),
+		});
+		/** Per cycle, the endpoints that read every item again (3 files each). */
+		const fullIn = async () => {
+			const gets = doubles.map(perItemGets);
+			const report = await t.run(want, "sync", new AbortController().signal);
+			for (const e of report.endpoints) expect(e.ok, JSON.stringify(e.error)).toBe(true);
+			expect(report.endpoints.flatMap((e) => e.steps)).toEqual([]);
+			return gets.flatMap((g, i) => (g().storage === 3 ? [`fra${i + 1}`] : []));
+		};
+		expect(await fullIn()).toEqual(["fra1", "fra2", "fra3"]);
+		// fra1 keeps the schedule an endpoint alone has (its 4th observation is the every-3rd); the others start
+		// one and two observations ahead.
+		const schedule = [];
+		for (let c = 2; c <= 7; c++) schedule.push(await fullIn());
+		expect(schedule).toEqual([["fra3"], ["fra2"], ["fra1"], ["fra3"], ["fra2"], ["fra1"]]);
+	});
 });

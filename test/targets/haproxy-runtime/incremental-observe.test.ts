@@ -27,7 +27,7 @@ beforeAll(async () => {
 	for (const n of ["a", "b", "c"]) leaves[n] = await issueTestLeaf(ca, { names: [`${n}.test`] });
 });
 
-async function setup(every: number, on = r) {
+async function setup(every: number, on = r, place?: { index: number; count: number }) {
 	const h = await on.haproxy({
 		crtDir: Object.fromEntries(Object.entries(leaves).map(([n, l]) => [`${n}.pem`, l.combinedPem])),
 	});
@@ -38,7 +38,7 @@ async function setup(every: number, on = r) {
 		crt_dir: h.crtDir,
 		full_observation_every: every,
 	});
-	const driver = createRuntimeEndpoint(config);
+	const driver = createRuntimeEndpoint(config, place ? { place } : {});
 	const other = new RuntimeClient({ address: h.adminSocket, name: "someone else" });
 	on.onTeardown(async () => {
 		await driver.close();
@@ -151,5 +151,45 @@ describe("haproxy-runtime incremental observation", () => {
 		);
 		expect(refused.ok).toBe(false);
 		expect(kind(await observe())).toBe("full (certificatee changed stores or crt-lists, or a write failed)");
+	});
+
+	it("a node's place among the haproxy-runtime targets sets where its schedule starts; a full observation for a reload keeps it", async () => {
+		// Three nodes' drivers (one HAProxy stands in for all three: each driver keeps its own memory).
+		const first = await setup(3, r, { index: 0, count: 3 });
+		const observers = [first.observe];
+		for (const index of [1, 2]) {
+			const driver = createRuntimeEndpoint(
+				runtimeTargetSchema.parse({
+					name: `lb${index + 1}`,
+					type: "haproxy-runtime",
+					socket: first.h.adminSocket,
+					crt_dir: first.h.crtDir,
+					full_observation_every: 3,
+				}),
+				{ place: { index, count: 3 } },
+			);
+			r.onTeardown(() => driver.close());
+			observers.push(async () => {
+				const o = await driver.observe(new AbortController().signal);
+				if (!o.ok) throw o.error;
+				return o;
+			});
+		}
+		const round = async () => Promise.all(observers.map(async (observe) => kind(await observe())));
+		expect(await round()).toEqual(["full (first)", "full (first)", "full (first)"]);
+		// The first place keeps the schedule of a node alone (its 4th observation is the every-3rd); the others are
+		// one and two observations ahead, so each round observes one node in full.
+		const every3 = "full (every 3)";
+		expect(await round()).toEqual(["incremental", "incremental", every3]);
+		expect(await round()).toEqual(["incremental", every3, "incremental"]);
+		expect(await round()).toEqual([every3, "incremental", "incremental"]);
+
+		// A reload: the next observation is full at once, and the schedule keeps its place (the every-3rd comes
+		// 3 observations after the last scheduled one, not 3 after the reload's).
+		await first.h.reload();
+		const [afterReload] = await round();
+		expect(afterReload).toMatch(/^full \(worker (changed|restarted)\)$/);
+		expect((await round())[0]).toBe("incremental");
+		expect((await round())[0]).toBe(every3);
 	});
 });
