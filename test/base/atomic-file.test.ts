@@ -27,14 +27,23 @@ afterEach(async () => {
 	await rm(dir, { recursive: true, force: true });
 });
 
-/** Runs the writer until it said ready and wrote for a moment, then SIGKILLs it. */
+/**
+ * Runs the writer until it has put its first version in place, lets it write on for `afterMs`, then SIGKILLs it.
+ * Waiting for a whole version (not for the child's start) keeps the test's last check true on a slow machine:
+ * killed during its first write, a writer leaves only the old file, which is right but proves no replacement
+ * (beside three CI runs and a CPU hog, the first 1 MB write took longer than the 20-100 ms, and the test failed).
+ */
 async function killWriter(path: string, afterMs: number): Promise<void> {
 	const child = spawn(process.execPath, ["--import", "tsx", CHILD, path], {
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_c, s) => resolve(s)));
 	await new Promise<void>((resolve, reject) => {
-		child.stdout.on("data", (d: Buffer) => d.toString().includes("ready") && resolve());
+		let out = "";
+		child.stdout.on("data", (d: Buffer) => {
+			out += d.toString();
+			if (/^wrote \d+$/m.test(out)) resolve();
+		});
 		child.once("exit", (code) => reject(new Error(`atomic-file child exited early (${code})`)));
 	});
 	await new Promise((r) => setTimeout(r, afterMs));
