@@ -7,8 +7,8 @@
 import { combinedPem } from "../../certificates/index.js";
 import { CertificateeError, isCertificateeError } from "../../errors.js";
 import { probeServed } from "../../probe/index.js";
-import { fullPhase, type Place, sinceFullAfter } from "../haproxy/engine/full-schedule.js";
-import type { EndpointDriver, EndpointObservation } from "../haproxy/engine/model.js";
+import { fullPhase, observationKind, type Place, sinceFullAfter } from "../haproxy/engine/full-schedule.js";
+import type { EndpointDriver, EndpointObservation, ObserveLook } from "../haproxy/engine/model.js";
 import { workerFromInfo } from "../haproxy/engine/writers.js";
 import { applyAction } from "./apply.js";
 import { type ClientDeps, createDataplaneClient, type DataplaneClientHandle } from "./client.js";
@@ -64,7 +64,7 @@ export function createDataplaneEndpoint(
 	const rules = { every: deps.fullObservationEvery ?? 10, masterRuntime: config.master_runtime === true };
 	const phase = fullPhase(deps.place, rules.every);
 
-	async function observe(signal: AbortSignal): Promise<EndpointObservation> {
+	async function observe(signal: AbortSignal, look?: ObserveLook): Promise<EndpointObservation> {
 		try {
 			// The worker first: a reload during the observation then shows as a change at the next look.
 			const worker = await workerInfo(signal);
@@ -72,6 +72,7 @@ export function createDataplaneEndpoint(
 			const identity = workerFromInfo(worker, observedAt);
 			const uptimeSec = Number(worker.uptime_sec);
 			const since = touched;
+			const sinceFull = memory?.sinceFull;
 			let full: string | undefined;
 			const [observed, info] = await Promise.all([
 				observeEndpoint(
@@ -84,7 +85,11 @@ export function createDataplaneEndpoint(
 							full = fullBecause(
 								memory,
 								since,
-								{ ...listing, ...(identity ? { worker: identity, uptimeSec } : {}) },
+								{
+									...listing,
+									...(identity ? { worker: identity, uptimeSec } : {}),
+									...(look?.desired === undefined ? {} : { desired: look.desired }),
+								},
 								rules,
 							);
 							return full === undefined && memory ? reusable(memory, since) : undefined;
@@ -107,12 +112,13 @@ export function createDataplaneEndpoint(
 							runtime: new Map(fetched.runtime.map((r) => intern(r)).map((r) => [r.name, r])),
 							crtLists: fetched.crtLists,
 							sinceFull: sinceFullAfter(memory?.sinceFull, full, rules.every, phase),
+							...(look?.desired === undefined ? {} : { desired: look.desired }),
 						};
 			const version = info.api?.version;
 			const fields = {
 				...(version ? { api_version: version } : {}),
 				...worker,
-				observation: full === undefined ? "incremental" : `full (${full})`,
+				observation: observationKind(full, sinceFull, rules.every),
 			};
 			return { endpoint, ok: true, refs, crtLists, observedAt, info: fields };
 		} catch (e) {

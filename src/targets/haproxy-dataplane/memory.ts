@@ -10,7 +10,7 @@
  * under the same worker, keeps the metadata its last GET gave; what certificatee wrote since is read again.
  */
 import type { ActionResult, RefMeta } from "../../reconcile/model.js";
-import { fullIsDue, scheduledFull } from "../haproxy/engine/full-schedule.js";
+import { desiredChanged, fullIsDue, scheduledFull } from "../haproxy/engine/full-schedule.js";
 import type { HaproxyAction } from "../haproxy/engine/model.js";
 import { sameWorker, type WorkerIdentity } from "../haproxy/engine/writers.js";
 
@@ -41,6 +41,8 @@ export interface ObservationMemory {
 	crtLists: string;
 	/** Observations since the last scheduled full one (the first counts from the endpoint's phase: full-schedule.ts). */
 	sinceFull: number;
+	/** desiredKey() of the desired set the observation was made for, when the cycle gave one. */
+	desired?: string;
 }
 
 /** What certificatee changed on the endpoint since its last observation (noted after each write). */
@@ -78,6 +80,8 @@ export interface Listed {
 export interface Listing extends Listed {
 	worker?: WorkerIdentity;
 	uptimeSec?: number;
+	/** desiredKey() of this cycle's desired set: a changed one defers a due scheduled full observation once. */
+	desired?: string;
 }
 
 export interface ReuseRules {
@@ -101,7 +105,9 @@ export function fullBecause(
 	rules: ReuseRules,
 ): string | undefined {
 	if (memory === undefined) return "first";
-	if (fullIsDue(memory.sinceFull, rules.every)) return scheduledFull(rules.every);
+	if (fullIsDue(memory.sinceFull, rules.every, desiredChanged(memory.desired, now.desired))) {
+		return scheduledFull(rules.every);
+	}
 	if (now.worker === undefined || now.uptimeSec === undefined) return "the API names no worker";
 	if (!sameWorker(memory.worker, now.worker)) return "worker changed";
 	if (now.uptimeSec < memory.uptimeSec) return "worker restarted";

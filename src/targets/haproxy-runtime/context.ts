@@ -51,6 +51,8 @@ export interface ObservationMemory {
 	acme: ReadonlyMap<string, string>;
 	/** Observations since the last scheduled full one (the first counts from the endpoint's phase: full-schedule.ts). */
 	sinceFull: number;
+	/** desiredKey() of the desired set the observation was made for, when the cycle gave one. */
+	desired?: string;
 }
 
 export interface Touched {

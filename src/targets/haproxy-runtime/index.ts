@@ -72,7 +72,7 @@ export function createRuntimeEndpoint(
 	const driver: RuntimeEndpoint = {
 		name: config.name,
 		reinserts: true,
-		observe: (signal) => observeRuntime(ctx, signal),
+		observe: (signal, look) => observeRuntime(ctx, signal, look),
 		apply: (action, signal) => applyRuntimeAction(ctx, action, signal),
 		applyBatch: (actions, signal) => applyRuntimeBatch(ctx, actions, signal),
 		batches: BATCHED_OPS,

@@ -9,8 +9,19 @@ import { dirname } from "node:path";
 import { keyTypeOf } from "../../certificates/index.js";
 import { isCertificateeError } from "../../errors.js";
 import type { RefMeta } from "../../reconcile/model.js";
-import { fullIsDue, scheduledFull, sinceFullAfter } from "../haproxy/engine/full-schedule.js";
-import type { EndpointObservation, ObservedCrtList, ObservedRef } from "../haproxy/engine/model.js";
+import {
+	desiredChanged,
+	fullIsDue,
+	observationKind,
+	scheduledFull,
+	sinceFullAfter,
+} from "../haproxy/engine/full-schedule.js";
+import type {
+	EndpointObservation,
+	ObservedCrtList,
+	ObservedRef,
+	ObserveLook,
+} from "../haproxy/engine/model.js";
 import { endpointError, type RuntimeContext, untouched } from "./context.js";
 import { describeCrtList } from "./crt-list-files.js";
 import { readHaproxyCfg } from "./haproxy-config.js";
@@ -53,14 +64,18 @@ interface Held {
 	observation: string;
 }
 
-export async function observeRuntime(ctx: RuntimeContext, signal: AbortSignal): Promise<EndpointObservation> {
+export async function observeRuntime(
+	ctx: RuntimeContext,
+	signal: AbortSignal,
+	look?: ObserveLook,
+): Promise<EndpointObservation> {
 	try {
 		signal.throwIfAborted();
 		// A pair write a killed writer left half done is finished before anything is read (pair.ts).
 		const pairs = await finishPairWrites(ctx.config.crt_dir, { dryRun: ctx.readOnly });
 		const leftovers = (dir: string) => removeLeftovers(dir, ctx.now(), { dryRun: ctx.readOnly });
 		const removed = await leftovers(ctx.config.crt_dir);
-		const held = await readHeld(ctx);
+		const held = await readHeld(ctx, look?.desired);
 		signal.throwIfAborted();
 		const refs = collectRefs(held, `${ctx.dirName}/`, ctx.runtimeName, ctx.config.crt_dir);
 		await placeRefs(refs, {
@@ -109,7 +124,7 @@ export async function observeRuntime(ctx: RuntimeContext, signal: AbortSignal): 
  * (a full observation), or, when nothing but certificatee's own writes can have changed since the last one,
  * only the details of the stores it wrote (the rest as the last observation read them). See fullBecause().
  */
-async function readHeld(ctx: RuntimeContext): Promise<Held> {
+async function readHeld(ctx: RuntimeContext, desired: string | undefined): Promise<Held> {
 	const { client } = ctx;
 	const worker = await client.checkWorker();
 	const changedFiles = new Set<string>();
@@ -126,7 +141,7 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 	const inDirSet = new Set(inDir);
 	const outside = list.names.filter((n) => !inDirSet.has(n) && !n.startsWith("*"));
 	const memory = ctx.memory;
-	const full = fullBecause(ctx, { worker, list, lists, changedFiles });
+	const full = fullBecause(ctx, { worker, list, lists, changedFiles, desired });
 	const touched = ctx.touched;
 	ctx.touched = untouched();
 	const detailOf = (n: string) =>
@@ -150,7 +165,7 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 		members,
 		layout,
 		acme,
-		observation: full === undefined ? "incremental" : `full (${full})`,
+		observation: observationKind(full, memory?.sinceFull, ctx.config.full_observation_every),
 	};
 	ctx.memory = {
 		worker,
@@ -160,6 +175,7 @@ async function readHeld(ctx: RuntimeContext): Promise<Held> {
 		members,
 		acme,
 		sinceFull: sinceFullAfter(memory?.sinceFull, full, ctx.config.full_observation_every, ctx.fullPhase),
+		...(desired === undefined ? {} : { desired }),
 	};
 	return held;
 }
@@ -179,11 +195,19 @@ function fullBecause(
 		list: CertList;
 		lists: readonly string[];
 		changedFiles: ReadonlySet<string>;
+		/** desiredKey() of this cycle's desired set: a changed one defers a due scheduled full observation once. */
+		desired: string | undefined;
 	},
 ): string | undefined {
 	const memory = ctx.memory;
 	if (memory === undefined) return "first";
-	if (fullIsDue(memory.sinceFull, ctx.config.full_observation_every)) {
+	if (
+		fullIsDue(
+			memory.sinceFull,
+			ctx.config.full_observation_every,
+			desiredChanged(memory.desired, now.desired),
+		)
+	) {
 		return scheduledFull(ctx.config.full_observation_every);
 	}
 	if (ctx.touched.all) return "certificatee changed stores or crt-lists, or a write failed";

@@ -149,4 +149,24 @@ describe("incremental observation (haproxy-dataplane)", () => {
 		for (let c = 2; c <= 7; c++) schedule.push(await fullIn());
 		expect(schedule).toEqual([["fra3"], ["fra2"], ["fra1"], ["fra3"], ["fra2"], ["fra1"]]);
 	});
+
+	it("a renewal's cycle defers a due scheduled full observation once: the write goes out after the listings alone, the next cycle observes in full", async () => {
+		const { h, d, t, want } = await fleetOfThree(true, 3);
+		let gets = perItemGets(d);
+		// Cycle 1 is full (first); 2 and 3 incremental; 4 would be the every-3rd.
+		for (let c = 1; c <= 3; c++) expect(writes(await cycle(t, want, { expectOk: true }))).toEqual([]);
+		expect(gets().storage).toBe(3);
+		const renewed = await issueTestLeaf(ca, { names: ["b.inc.test"] });
+		const next = [want[0]!, desired("b.inc.test", renewed, ["b.inc.test"]), want[2]!];
+		gets = perItemGets(d);
+		const e = await cycle(t, next, { expectOk: true });
+		expect(writes(e)).toEqual(["storage-replace b_inc_test.pem", "runtime-set b_inc_test.pem"]);
+		expect(await served(h, "b.inc.test")).toBe(normaliseSerial(renewed.serial));
+		// No item GET but the write's own reads (as on an incremental cycle): the full observation waited.
+		expect(gets()).toEqual({ storage: 0, runtime: 2 });
+		// Deferred once: the next cycle reads every item (the same desired set, and it would be full anyway).
+		gets = perItemGets(d);
+		expect(writes(await cycle(t, next, { expectOk: true }))).toEqual([]);
+		expect(gets()).toEqual({ storage: 3, runtime: 4 });
+	});
 });

@@ -44,8 +44,11 @@ async function setup(every: number, on = r, place?: { index: number; count: numb
 		await driver.close();
 		await other.close();
 	});
-	const observe = async () => {
-		const o = await driver.observe(new AbortController().signal);
+	const observe = async (desired?: string) => {
+		const o = await driver.observe(
+			new AbortController().signal,
+			desired === undefined ? undefined : { desired },
+		);
 		if (!o.ok) throw o.error;
 		return o;
 	};
@@ -191,5 +194,22 @@ describe("haproxy-runtime incremental observation", () => {
 		expect(afterReload).toMatch(/^full \(worker (changed|restarted)\)$/);
 		expect((await round())[0]).toBe("incremental");
 		expect((await round())[0]).toBe(every3);
+	});
+
+	it("a cycle whose desired set changed (a renewal) defers the scheduled full observation once; the next one is full", async () => {
+		const { observe } = await setup(3);
+		expect(kind(await observe("v1"))).toBe("full (first)");
+		expect(kind(await observe("v1"))).toBe("incremental");
+		expect(kind(await observe("v1"))).toBe("incremental");
+		// The every-3rd (the 4th, as in the first test), in the cycle of a renewal: incremental, and it says the full one was deferred.
+		expect(kind(await observe("v2"))).toBe(
+			"incremental (the full one, every 3, deferred: the desired certificates changed)",
+		);
+		// Deferred once only: full at the next, whatever the cycle brings.
+		expect(kind(await observe("v3"))).toBe("full (every 3)");
+		expect(kind(await observe("v3"))).toBe("incremental");
+		expect(kind(await observe("v3"))).toBe("incremental");
+		// Unchanged: on schedule.
+		expect(kind(await observe("v3"))).toBe("full (every 3)");
 	});
 });

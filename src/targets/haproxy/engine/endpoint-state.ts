@@ -22,6 +22,8 @@ export interface EndpointJob {
 	driver: EndpointDriver;
 	/** Desired certificates for this target with their canonical ref names. */
 	desired: ReadonlyArray<{ ref: string; certificate: DesiredCertificate }>;
+	/** desiredKey(desired), computed once per target and cycle. */
+	desiredKey?: string;
 	policy: DuplicatePolicy;
 	/** Directory HAProxy loads storage files from (a ref's runtime name is runtimeNameOf(dir, ref)). */
 	storageDir: string;

@@ -23,6 +23,7 @@ import { canonicalCollisions, canonicalRef } from "../naming.js";
 import type { DuplicatePolicy } from "./classify.js";
 import { processEndpoint } from "./endpoint.js";
 import type { EndpointMemory, FleetMemory } from "./fleet-memory.js";
+import { desiredKey } from "./full-schedule.js";
 import type { EndpointDriver } from "./model.js";
 import type { WriteQueues } from "./writers.js";
 
@@ -207,6 +208,7 @@ function fleetJob(
 	return {
 		target: options.name,
 		desired,
+		desiredKey: desiredKey(desired),
 		policy: options.policy,
 		storageDir: options.storageDir,
 		...(options.newCertificateCrtList ? { newCertificateCrtList: options.newCertificateCrtList } : {}),

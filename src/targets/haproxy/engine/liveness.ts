@@ -13,13 +13,18 @@ export interface LookJob {
 	driver: EndpointDriver;
 	signal: AbortSignal;
 	now: () => Date;
+	/** desiredKey() of the cycle's desired set, passed to each observation. */
+	desiredKey?: string;
 }
 
 export type Observed = Extract<EndpointObservation, { ok: true }>;
 
 /** observe() as a value: a throw becomes the endpoint's failure. */
-export async function observeSafely(job: Pick<LookJob, "driver" | "signal">): Promise<EndpointObservation> {
-	return job.driver.observe(job.signal).catch(
+export async function observeSafely(
+	job: Pick<LookJob, "driver" | "signal" | "desiredKey">,
+): Promise<EndpointObservation> {
+	const look = job.desiredKey === undefined ? undefined : { desired: job.desiredKey };
+	return job.driver.observe(job.signal, look).catch(
 		(e: unknown) =>
 			({
 				endpoint: job.driver.name,

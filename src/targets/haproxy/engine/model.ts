@@ -178,11 +178,20 @@ export type ReloadOutcome =
  * apply() performs one write and reports what happened as a value (it throws only on programming errors);
  * probe() completes a TLS handshake by SNI at the endpoint's probe address (undefined when none is configured).
  */
+/** What a cycle tells an endpoint's observation. */
+export interface ObserveLook {
+	/**
+	 * The cycle's desired set as desiredKey() digests it: a driver that observes incrementally defers a scheduled
+	 * full observation, once, when it changed since its last observation (full-schedule.ts).
+	 */
+	desired?: string;
+}
+
 export interface EndpointDriver {
 	readonly name: string;
 	/** Can perform `runtime-reinsert` (it can read the content HAProxy holds: the runtime target's local files). */
 	readonly reinserts?: boolean;
-	observe(signal: AbortSignal): Promise<EndpointObservation>;
+	observe(signal: AbortSignal, look?: ObserveLook): Promise<EndpointObservation>;
 	apply(action: HaproxyAction, signal: AbortSignal): Promise<ActionResult>;
 	/**
 	 * Performs several independent actions on distinct refs, each of an op in `batches`, at once (see

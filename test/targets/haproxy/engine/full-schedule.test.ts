@@ -1,8 +1,11 @@
 /** The full-observation schedule (full-schedule.ts): each endpoint's phase, and how the count moves. Pure. */
 import { describe, expect, it } from "vitest";
 import {
+	desiredChanged,
+	desiredKey,
 	fullIsDue,
 	fullPhase,
+	observationKind,
 	scheduledFull,
 	sinceFullAfter,
 } from "../../../../src/targets/haproxy/engine/full-schedule.js";
@@ -45,5 +48,58 @@ describe("full-observation schedule", () => {
 		expect(sinceFullAfter(4, "worker changed", 10, 4)).toBe(5);
 		expect(sinceFullAfter(5, undefined, 10, 4)).toBe(6);
 		expect(sinceFullAfter(9, scheduledFull(10), 10, 4)).toBe(0);
+	});
+
+	it("a cycle whose desired set changed defers a due scheduled full observation once; the next one is full", () => {
+		// Every 3, phase 0: due at since 2 (the 3rd observation). Changed there: deferred; the 4th is full anyway,
+		// changed or not, and the count restarts from it.
+		expect(fullIsDue(1, 3, true)).toBe(false);
+		expect(fullIsDue(2, 3, false)).toBe(true);
+		expect(fullIsDue(2, 3, true)).toBe(false);
+		const deferred = sinceFullAfter(2, undefined, 3, 0);
+		expect(deferred).toBe(3);
+		expect(fullIsDue(deferred, 3, true)).toBe(true);
+		expect(sinceFullAfter(deferred, scheduledFull(3), 3, 0)).toBe(0);
+		// every 1: each observation is full; nothing to defer to.
+		expect(fullIsDue(0, 1, true)).toBe(true);
+	});
+
+	it("over 30 observations with a renewal every other one, a scheduled full observation is at most one late", () => {
+		const at: number[] = [];
+		let since: number | undefined;
+		for (let k = 1; k <= 30; k++) {
+			const changed = k % 2 === 0;
+			const full =
+				since === undefined ? "first" : fullIsDue(since, 5, changed) ? scheduledFull(5) : undefined;
+			if (full === scheduledFull(5)) at.push(k);
+			since = sinceFullAfter(since, full, 5, 0);
+		}
+		// Unchanged, every 5th: 6, 11, 16, 21, 26. Here each falls on a renewal (an even one) and is deferred by
+		// one: the period becomes 6, never more, however often the desired set changes.
+		expect(at).toEqual([7, 13, 19, 25]);
+		for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBeLessThanOrEqual(6);
+	});
+
+	it("desiredKey is the set's (order does not matter) and changes with any ref's leaf; unknown is unchanged", () => {
+		const d = (ref: string, fingerprint: string) => ({
+			ref,
+			certificate: { bundle: { leaf: { fingerprint } } },
+		});
+		const one = desiredKey([d("a.pem", "aa"), d("b.pem", "bb")]);
+		expect(desiredKey([d("b.pem", "bb"), d("a.pem", "aa")])).toBe(one);
+		expect(desiredKey([d("a.pem", "aa"), d("b.pem", "bc")])).not.toBe(one);
+		expect(desiredKey([d("a.pem", "aa")])).not.toBe(one);
+		expect(desiredChanged(one, desiredKey([d("a.pem", "aa")]))).toBe(true);
+		expect(desiredChanged(one, one)).toBe(false);
+		expect(desiredChanged(undefined, one)).toBe(false);
+		expect(desiredChanged(one, undefined)).toBe(false);
+	});
+
+	it("the observation field says when the scheduled full observation was deferred", () => {
+		expect(observationKind("first", undefined, 10)).toBe("full (first)");
+		expect(observationKind(undefined, 3, 10)).toBe("incremental");
+		expect(observationKind(undefined, 9, 10)).toBe(
+			"incremental (the full one, every 10, deferred: the desired certificates changed)",
+		);
 	});
 });
