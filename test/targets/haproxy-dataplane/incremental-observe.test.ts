@@ -44,9 +44,24 @@ async function fleetOfThree(masterRuntime: boolean, every?: number) {
 	return { h, d, t, leaves, want };
 }
 
+/**
+ * Renews b.inc.test in one sync cycle (the others as in `want`): the cycle writes its file and its runtime
+ * certificate, and HAProxy serves the new serial. Returns the new desired set and the per-item GETs of that cycle.
+ */
+async function renewB({ h, d, t, want }: Awaited<ReturnType<typeof fleetOfThree>>) {
+	const renewed = await issueTestLeaf(ca, { names: ["b.inc.test"] });
+	const next = [want[0]!, desired("b.inc.test", renewed, ["b.inc.test"]), want[2]!];
+	const gets = perItemGets(d);
+	const e = await cycle(t, next, { expectOk: true });
+	expect(writes(e)).toEqual(["storage-replace b_inc_test.pem", "runtime-set b_inc_test.pem"]);
+	expect(await served(h, "b.inc.test")).toBe(normaliseSerial(renewed.serial));
+	return { next, gets: gets() };
+}
+
 describe("incremental observation (haproxy-dataplane)", () => {
 	it("no-op cycles after the first read only the listings; a renewal reads back only what it wrote", async () => {
-		const { h, d, t, want } = await fleetOfThree(true);
+		const fleet = await fleetOfThree(true);
+		const { d, t, want } = fleet;
 		let gets = perItemGets(d);
 		expect(writes(await cycle(t, want, { expectOk: true }))).toEqual([]);
 		// Every file, and every certificate HAProxy holds (its default one too).
@@ -55,15 +70,11 @@ describe("incremental observation (haproxy-dataplane)", () => {
 		for (let i = 0; i < 3; i++) expect(writes(await cycle(t, want, { expectOk: true }))).toEqual([]);
 		expect(gets()).toEqual({ storage: 0, runtime: 0 });
 
-		const renewed = await issueTestLeaf(ca, { names: ["b.inc.test"] });
-		const next = [want[0]!, desired("b.inc.test", renewed, ["b.inc.test"]), want[2]!];
-		gets = perItemGets(d);
-		const e = await cycle(t, next, { expectOk: true });
-		expect(writes(e)).toEqual(["storage-replace b_inc_test.pem", "runtime-set b_inc_test.pem"]);
-		expect(await served(h, "b.inc.test")).toBe(normaliseSerial(renewed.serial));
+		const renewal = await renewB(fleet);
+		const { next } = renewal;
 		// The write's own reads only (what HAProxy holds before the update, then its read-back); master_runtime:
 		// one /runtime/info after the writes, no second look.
-		expect(gets()).toEqual({ storage: 0, runtime: 2 });
+		expect(renewal.gets).toEqual({ storage: 0, runtime: 2 });
 		gets = perItemGets(d);
 		expect(writes(await cycle(t, next, { expectOk: true }))).toEqual([]);
 		// The next cycle reads again exactly what was written: its file and its runtime certificate.
@@ -151,19 +162,16 @@ describe("incremental observation (haproxy-dataplane)", () => {
 	});
 
 	it("a renewal's cycle defers a due scheduled full observation once: the write goes out after the listings alone, the next cycle observes in full", async () => {
-		const { h, d, t, want } = await fleetOfThree(true, 3);
+		const fleet = await fleetOfThree(true, 3);
+		const { d, t, want } = fleet;
 		let gets = perItemGets(d);
 		// Cycle 1 is full (first); 2 and 3 incremental; 4 would be the every-3rd.
 		for (let c = 1; c <= 3; c++) expect(writes(await cycle(t, want, { expectOk: true }))).toEqual([]);
 		expect(gets().storage).toBe(3);
-		const renewed = await issueTestLeaf(ca, { names: ["b.inc.test"] });
-		const next = [want[0]!, desired("b.inc.test", renewed, ["b.inc.test"]), want[2]!];
-		gets = perItemGets(d);
-		const e = await cycle(t, next, { expectOk: true });
-		expect(writes(e)).toEqual(["storage-replace b_inc_test.pem", "runtime-set b_inc_test.pem"]);
-		expect(await served(h, "b.inc.test")).toBe(normaliseSerial(renewed.serial));
+		const renewal = await renewB(fleet);
+		const { next } = renewal;
 		// No item GET but the write's own reads (as on an incremental cycle): the full observation waited.
-		expect(gets()).toEqual({ storage: 0, runtime: 2 });
+		expect(renewal.gets).toEqual({ storage: 0, runtime: 2 });
 		// Deferred once: the next cycle reads every item (the same desired set, and it would be full anyway).
 		gets = perItemGets(d);
 		expect(writes(await cycle(t, next, { expectOk: true }))).toEqual([]);
