@@ -18,13 +18,15 @@ export const MATRIX: ReadonlyArray<{ version: string; tier: Tier }> = [
 
 /**
  * The core subset for the versions between the LTS lines tested in full: the runtime client and its
- * version-dependent answers, reloads through the master CLI, both targets end to end, the reload-safety
+ * version-dependent answers, reloads through the master CLI, a reload told from the process tree (up to 3.0
+ * the master loads the files before it forks), both targets end to end, the reload-safety
  * invariant, `validate --online`, and observing at scale.
  */
 export const CORE: readonly string[] = [
 	"test/targets/haproxy-runtime/socket.test.ts",
 	"test/targets/haproxy-runtime/endpoint.test.ts",
 	"test/targets/haproxy-runtime/reload.test.ts",
+	"test/targets/haproxy-runtime/workers.test.ts",
 	"test/targets/haproxy-runtime/observe-scale.test.ts",
 	"test/targets/haproxy/engine/runtime-target.test.ts",
 	"test/targets/haproxy/engine/dataplane-target.test.ts",

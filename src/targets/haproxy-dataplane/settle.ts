@@ -3,13 +3,13 @@
  * during a reload the new worker reads the certificate files while the old one still answers, without saying
  * it is stopping, until the new one is ready. A write that reaches the old worker then looks done although the
  * new worker loaded the files from before it. When the API's URL is this host (loopback), its pids are this
- * host's: the process tree shows the newer worker (targets/haproxy/process-tree.ts), and the worker is asked
- * again until the new one answers. Elsewhere the pids are another host's and nothing is waited for: the next
+ * host's: the process tree shows the reload (targets/haproxy/process-tree.ts: the master busy loading, then a
+ * newer worker), and the worker is asked again until the new one answers. Elsewhere the pids are another host's and nothing is waited for: the next
  * cycle's observation, which notices the worker change, repairs what the reload lost.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError } from "../../errors.js";
-import { newerWorker } from "../haproxy/process-tree.js";
+import { describeReload, reloadUnderWay } from "../haproxy/process-tree.js";
 
 const SETTLE_POLL_MS = 50;
 
@@ -20,7 +20,7 @@ export function onLoopback(url: string): boolean {
 }
 
 /**
- * `ask()`'s worker info once no newer worker of its master is starting (on loopback), at most `timeoutMs`:
+ * `ask()`'s worker info once its master is at rest with no newer worker starting (on loopback), at most `timeoutMs`:
  * past it, RUNTIME_RELOADED (retryable). Off loopback, or without a pid, the first answer.
  */
 export async function settledWorkerInfo(
@@ -31,11 +31,13 @@ export async function settledWorkerInfo(
 	for (;;) {
 		const info = await ask();
 		const pid = Number(info.pid);
-		if (!options.local || !Number.isInteger(pid) || newerWorker(pid) === undefined) return info;
+		if (!options.local || !Number.isInteger(pid)) return info;
+		const reload = await reloadUnderWay(pid);
+		if (reload === undefined) return info;
 		if (performance.now() > deadline) {
 			throw new CertificateeError(
 				"RUNTIME_RELOADED",
-				`HAProxy behind ${options.endpoint} is reloading: a new worker has not taken over from worker ${pid} within ${options.timeoutMs} ms`,
+				`HAProxy behind ${options.endpoint} is reloading: ${describeReload(reload)} from worker ${pid} within ${options.timeoutMs} ms`,
 				{
 					context: { endpoint: options.endpoint, operation: "worker" },
 					retryable: true,

@@ -5,7 +5,8 @@
  * socket and does not report itself stopping (the master tells it to stop only once the new one is ready). A
  * runtime write that reaches the old worker then looks done, although the new worker loaded the files from
  * before the write. The stats socket cannot tell; the process tree can: the worker's parent is the master
- * (`haproxy -W`), and a newer child of the same executable is the worker about to serve.
+ * (`haproxy -W`), busy while it loads the files (up to 3.0, before it forks), and a newer child of the same
+ * executable is the worker about to serve (targets/haproxy/process-tree.ts).
  *
  * Only where certificatee sees HAProxy's processes (the same host and PID namespace: a local socket). Elsewhere,
  * and for a HAProxy without a master, it says nothing (undefined), and the next cycle's observation, which
@@ -13,11 +14,11 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError } from "../../errors.js";
-import { newerWorker } from "../haproxy/process-tree.js";
+import { describeReload, reloadUnderWay } from "../haproxy/process-tree.js";
 import type { RuntimeClient, WorkerIdentity } from "./socket.js";
 
 /**
- * The worker that answers now. While its master is starting a newer one (a reload under way), waits until the
+ * The worker that answers now. While its master is loading or starting a newer one (a reload under way), waits until the
  * newer one answers, or it is gone (its start failed), at most `timeoutMs`: then the caller compares with the
  * worker it wrote to and writes again what the new worker lacks. `local`: the socket is a Unix socket on this
  * host, so HAProxy's pids are this host's.
@@ -26,14 +27,16 @@ export async function settledWorker(
 	client: Pick<RuntimeClient, "checkWorker" | "name">,
 	options: { local: boolean; timeoutMs: number },
 ): Promise<WorkerIdentity> {
-	let worker = await client.checkWorker();
-	if (!options.local) return worker;
 	const deadline = performance.now() + options.timeoutMs;
-	while (newerWorker(worker.pid) !== undefined) {
+	for (;;) {
+		const worker = await client.checkWorker();
+		if (!options.local) return worker;
+		const reload = await reloadUnderWay(worker.pid);
+		if (reload === undefined) return worker;
 		if (performance.now() > deadline) {
 			throw new CertificateeError(
 				"RUNTIME_RELOADED",
-				`HAProxy on ${client.name} is reloading: a new worker has not taken over from worker ${worker.pid} within ${options.timeoutMs} ms`,
+				`HAProxy on ${client.name} is reloading: ${describeReload(reload)} from worker ${worker.pid} within ${options.timeoutMs} ms`,
 				{
 					context: { endpoint: client.name, operation: "worker" },
 					retryable: true,
@@ -42,9 +45,7 @@ export async function settledWorker(
 			);
 		}
 		await sleep(SETTLE_POLL_MS);
-		worker = await client.checkWorker();
 	}
-	return worker;
 }
 
 const SETTLE_POLL_MS = 50;

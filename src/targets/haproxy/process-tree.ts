@@ -1,37 +1,68 @@
 /**
  * HAProxy's process tree, where certificatee can see it (the same host and PID namespace): whether the master of
- * a worker has started a newer worker, a reload under way. During a reload the new worker reads the certificate
- * files while the old one still answers its stats socket and does not report itself stopping (the master tells
- * it to stop only once the new one is ready): a runtime write that reaches the old worker then looks done,
- * although the new worker loaded the files from before the write. The socket cannot tell; the process tree can.
+ * a worker is reloading. During a reload the new worker reads the certificate files while the old one still
+ * answers its stats socket and does not report itself stopping (the master tells it to stop only once the new
+ * one is ready): a runtime write that reaches the old worker then looks done, although the new worker loaded the
+ * files from before the write. The socket cannot tell; the process tree can, in two phases:
+ * - up to HAProxy 3.0 the master re-executes itself (same pid) and reads the whole configuration and every
+ *   certificate file before it forks the new worker: for that time it is busy, not waiting in its poller;
+ * - then (from 3.1 at once, the worker reads the files) a newer child of the same executable is starting.
  * Used by the runtime socket target (haproxy-runtime/workers.ts) and the Data Plane API target on loopback.
  */
 import { readFileSync, readlinkSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 
-interface Stat {
+/** `/proc/<pid>/stat`'s fields certificatee reads. */
+export interface Stat {
+	/** The command name (the executable's base name, at most 15 characters). */
+	comm: string;
+	/** R running, S sleeping, D uninterruptible, ... */
+	state: string;
 	ppid: number;
+	/** utime + stime, in clock ticks. */
+	cpuTicks: number;
 	/** Clock ticks after boot: orders processes by start. */
 	start: number;
 }
 
-/** `/proc/<pid>/stat`'s ppid and start time; undefined when the process is gone or not ours to see. */
+/** Parses `/proc/<pid>/stat`: the command name is in parentheses and may hold spaces and ')'. */
+export function parseStat(text: string): Stat {
+	const close = text.lastIndexOf(")");
+	const fields = text.slice(close + 2).split(" ");
+	return {
+		comm: text.slice(text.indexOf("(") + 1, close),
+		state: fields[0] ?? "",
+		ppid: Number(fields[1]),
+		cpuTicks: Number(fields[11]) + Number(fields[12]),
+		start: Number(fields[19]),
+	};
+}
+
 function statOf(pid: number): Stat | undefined {
 	try {
-		const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-		// The command name is in parentheses and may hold spaces: fields are counted after the last ')'.
-		const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-		return { ppid: Number(fields[1]), start: Number(fields[19]) };
+		return parseStat(readFileSync(`/proc/${pid}/stat`, "utf8"));
 	} catch {
 		return undefined;
 	}
 }
 
+/** The executable, or undefined when not ours to see (another user); a binary replaced on disk (a package
+ * upgrade, then a reload) is the same program. */
 function exeOf(pid: number): string | undefined {
 	try {
-		return readlinkSync(`/proc/${pid}/exe`);
+		return readlinkSync(`/proc/${pid}/exe`).replace(/ \(deleted\)$/, "");
 	} catch {
 		return undefined;
 	}
+}
+
+/** Whether two processes run the same program: their executables, or where those cannot be read (HAProxy runs
+ * as another user), their command names. */
+function sameProgram(a: number, b: number): boolean {
+	const [ea, eb] = [exeOf(a), exeOf(b)];
+	if (ea !== undefined && eb !== undefined) return ea === eb;
+	const [sa, sb] = [statOf(a), statOf(b)];
+	return sa !== undefined && sb !== undefined && sa.comm === sb.comm;
 }
 
 function childrenOf(pid: number): number[] {
@@ -47,18 +78,94 @@ function childrenOf(pid: number): number[] {
 }
 
 /**
+ * Syscalls a HAProxy master waits in between events, by architecture: its poller (epoll by default; poll or
+ * select with `noepoll`). A master blocked in anything else, or running, is doing work: after a SIGUSR2, loading.
+ */
+const POLLER_WAITS: Record<string, ReadonlySet<number>> = {
+	// epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select, pselect6
+	x64: new Set([232, 281, 441, 7, 271, 23, 270]),
+	// epoll_pwait, epoll_pwait2, ppoll, pselect6 (the generic table has no epoll_wait, poll or select)
+	arm64: new Set([22, 441, 73, 72]),
+};
+
+/**
+ * Whether a master is at rest, from `/proc/<pid>/syscall` ("running", "-1 ..." blocked outside a syscall, or
+ * "<nr> <args>...") where it can be read (the same user as HAProxy, or CAP_SYS_PTRACE): at rest only while
+ * blocked in its poller. Undefined when that file says nothing usable (another architecture).
+ */
+export function atRestBySyscall(syscall: string, arch: string = process.arch): boolean | undefined {
+	const waits = POLLER_WAITS[arch];
+	if (waits === undefined) return undefined;
+	const nr = Number(syscall.trim().split(" ")[0]);
+	return Number.isInteger(nr) && waits.has(nr);
+}
+
+/**
+ * Whether a master is at rest from two `/proc/<pid>/stat` samples taken a moment apart, where its syscall cannot
+ * be read: sleeping both times and no CPU time spent between. Coarser (a load blocked on a slow DNS answer
+ * looks at rest), but loading the files keeps a process running.
+ */
+export function atRestByStat(before: Stat, after: Stat): boolean {
+	return before.state === "S" && after.state === "S" && after.cpuTicks === before.cpuTicks;
+}
+
+const STAT_GAP_MS = 20;
+
+async function masterAtRest(master: number): Promise<boolean> {
+	let syscall: string | undefined;
+	try {
+		syscall = readFileSync(`/proc/${master}/syscall`, "utf8");
+	} catch {
+		syscall = undefined;
+	}
+	const bySyscall = syscall === undefined ? undefined : atRestBySyscall(syscall);
+	if (bySyscall !== undefined) return bySyscall;
+	const before = statOf(master);
+	await sleep(STAT_GAP_MS);
+	const after = statOf(master);
+	return before === undefined || after === undefined || atRestByStat(before, after);
+}
+
+/**
  * The pid of a worker the master of `workerPid` started after it, or undefined: none, no master (the parent
  * runs another program), or the processes cannot be seen from here.
  */
 export function newerWorker(workerPid: number): number | undefined {
 	const worker = statOf(workerPid);
-	if (worker === undefined || worker.ppid <= 1) return undefined;
-	const exe = exeOf(workerPid);
-	if (exe === undefined || exeOf(worker.ppid) !== exe) return undefined;
+	if (worker === undefined || worker.ppid <= 1 || !sameProgram(workerPid, worker.ppid)) return undefined;
 	for (const child of childrenOf(worker.ppid)) {
 		if (child === workerPid) continue;
 		const s = statOf(child);
-		if (s !== undefined && s.start > worker.start && exeOf(child) === exe) return child;
+		if (s !== undefined && s.start > worker.start && sameProgram(child, workerPid)) return child;
 	}
 	return undefined;
+}
+
+/** What the process tree says of a worker's master: reloading, and in which phase, or nothing to say. */
+export type Reload = { phase: "master-loading"; master: number } | { phase: "new-worker"; worker: number };
+
+/**
+ * A reload under way behind `workerPid`: its master busy (up to 3.0, loading the files before it forks), or a
+ * newer worker started. Undefined when the master is at rest with no newer worker, or there is no master to see.
+ */
+export async function reloadUnderWay(workerPid: number): Promise<Reload | undefined> {
+	const worker = statOf(workerPid);
+	if (worker === undefined || worker.ppid <= 1 || !sameProgram(workerPid, worker.ppid)) return undefined;
+	const newer = newerWorker(workerPid);
+	if (newer !== undefined) return { phase: "new-worker", worker: newer };
+	if (!(await masterAtRest(worker.ppid))) {
+		// Forked in the meantime: the newer worker is the better name for what is under way.
+		const forked = newerWorker(workerPid);
+		return forked === undefined
+			? { phase: "master-loading", master: worker.ppid }
+			: { phase: "new-worker", worker: forked };
+	}
+	return undefined;
+}
+
+/** The reload in words, for RUNTIME_RELOADED. */
+export function describeReload(reload: Reload): string {
+	return reload.phase === "new-worker"
+		? `its new worker ${reload.worker} has not taken over`
+		: `its master ${reload.master} is still loading the configuration`;
 }

@@ -1,12 +1,25 @@
 /**
- * newerWorker() reads the process tree: a worker's master (its parent, the same executable) with a child
- * started after it is a reload under way. Real processes: a parent that starts two children of its own
- * executable, as `haproxy -W` does during a reload, and a real HAProxy at rest.
+ * The process tree tells a reload under way: a worker's master (its parent, the same executable) busy loading
+ * the files (up to HAProxy 3.0 it re-executes itself and reads them all before it forks), or a child of it
+ * started after the worker. Real processes: a parent that starts two children of its own executable, as
+ * `haproxy -W` does during a reload, and a real HAProxy at rest and right after a SIGUSR2; the readings of
+ * /proc are checked on verbatim texts from HAProxy 2.6 and 3.0 masters during a reload.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { afterAll, describe, expect, it } from "vitest";
-import { newerWorker } from "../../../src/targets/haproxy/process-tree.js";
+import {
+	atRestByStat,
+	atRestBySyscall,
+	newerWorker,
+	parseStat,
+	type Reload,
+	reloadUnderWay,
+} from "../../../src/targets/haproxy/process-tree.js";
+import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
+import { settledWorker } from "../../../src/targets/haproxy-runtime/workers.js";
+import { createTestCa, issueTestLeaf } from "../../harness/certs.js";
+import { HAPROXY_VERSION } from "../../harness/haproxy.js";
 import { rig } from "../../harness/targets.js";
 
 const r = rig();
@@ -69,5 +82,94 @@ describe("newerWorker", () => {
 		const after = await h.reload();
 		expect(after.pid).not.toBe(before.pid);
 		expect(newerWorker(after.pid)).toBeUndefined();
+	});
+});
+
+describe("a master's rest, read from /proc", () => {
+	it("at rest only while blocked in its poller's wait: running, blocked outside a syscall or in another one is busy", () => {
+		// x86_64, from a HAProxy 2.6/3.0 master through a reload: epoll_wait at rest; then running, -1, read (0),
+		// futex (202) and recvmsg (47) while it loads.
+		expect(
+			atRestBySyscall("232 0x4 0x55d0f9a3c0 0xc8 0x3e8 0x0 0x0 0x7ffc2a0e7f28 0x7f1b2c9e12e6", "x64"),
+		).toBe(true);
+		expect(
+			atRestBySyscall("281 0x4 0x55d0f9a3c0 0xc8 0x3e8 0x0 0x8 0x7ffc2a0e7f28 0x7f1b2c9e12e6", "x64"),
+		).toBe(true);
+		for (const busy of [
+			"running",
+			"-1 0x7ffc2a0e7f28 0x55d0f8e1a2b3",
+			"0 0x3 0x7fdd0f603000 0x20000",
+			"202 0x7f1b 0x80",
+			"47 0x9 0x7ffc",
+		]) {
+			expect(atRestBySyscall(busy, "x64"), busy).toBe(false);
+		}
+		// arm64 has no epoll_wait: epoll_pwait (22) is its poller's wait, 232 is another syscall there.
+		expect(atRestBySyscall("22 0x4 0xaaaa 0xc8 0x3e8 0x0 0x8 0xffff 0xffff", "arm64")).toBe(true);
+		expect(atRestBySyscall("232 0x4 0xaaaa", "arm64")).toBe(false);
+		// Another architecture: the file cannot be read with confidence, the stat samples decide.
+		expect(atRestBySyscall("232 0x4", "riscv64")).toBeUndefined();
+	});
+
+	it("without the syscall (HAProxy runs as another user): at rest when sleeping twice with no CPU time between", () => {
+		const stat = (state: string, utime: number) =>
+			parseStat(
+				`27473 (haproxy) ${state} 27470 27473 27470 0 -1 4194560 1093 0 0 0 ${utime} 5 0 0 20 0 1 0 5664630 17567744 3001 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 17 1 0 0 0 0 0`,
+			);
+		expect(stat("S", 16)).toMatchObject({
+			comm: "haproxy",
+			state: "S",
+			ppid: 27470,
+			cpuTicks: 21,
+			start: 5664630,
+		});
+		expect(atRestByStat(stat("S", 16), stat("S", 16))).toBe(true);
+		expect(atRestByStat(stat("S", 16), stat("S", 17))).toBe(false);
+		expect(atRestByStat(stat("R", 16), stat("S", 16))).toBe(false);
+		expect(atRestByStat(stat("S", 16), stat("D", 16))).toBe(false);
+		// A command name with spaces and ')' is read from the last ')'.
+		expect(parseStat("1 (a) b) S 7 1 1 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 99 0 0").comm).toBe("a) b");
+	});
+});
+
+describe("right after a SIGUSR2", () => {
+	/** A HAProxy slow to load: the same RSA certificate in 300 files, so the reload's loading takes a while. */
+	async function slowToLoad() {
+		const ca = await createTestCa("workers test root");
+		const leaf = await issueTestLeaf(ca, { names: ["slow.test"], keyType: "rsa-2048" });
+		const crtDir: Record<string, string> = {};
+		for (let i = 0; i < 300; i++) crtDir[`slow-${i}.pem`] = leaf.combinedPem;
+		return r.haproxy({ crtDir });
+	}
+
+	it(`every time the old worker still answers, the reload is under way (HAProxy ${HAPROXY_VERSION}: the master loading, then the new worker)`, async () => {
+		const h = await slowToLoad();
+		const old = await h.worker();
+		process.kill(h.masterPid, "SIGUSR2");
+		const seen: Array<Reload["phase"] | "none"> = [];
+		for (;;) {
+			const now = await h.worker().catch(() => undefined);
+			if (now !== undefined && now.pid !== old.pid) break;
+			if (now !== undefined) seen.push((await reloadUnderWay(old.pid))?.phase ?? "none");
+		}
+		expect(seen.length).toBeGreaterThan(0);
+		expect(
+			seen,
+			`phases seen while worker ${old.pid} answered: ${[...new Set(seen)].join(", ")}`,
+		).not.toContain("none");
+	});
+
+	it("settledWorker names the new worker, not the old one that answers while the master loads", async () => {
+		const h = await slowToLoad();
+		const client = new RuntimeClient({ address: h.adminSocket, name: "lb" });
+		try {
+			const old = await client.checkWorker();
+			process.kill(h.masterPid, "SIGUSR2");
+			const settled = await settledWorker(client, { local: true, timeoutMs: 30_000 });
+			expect(settled.pid).not.toBe(old.pid);
+			expect((await h.worker()).pid).toBe(settled.pid);
+		} finally {
+			await client.close();
+		}
 	});
 });
