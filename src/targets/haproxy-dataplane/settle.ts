@@ -4,12 +4,13 @@
  * it is stopping, until the new one is ready. A write that reaches the old worker then looks done although the
  * new worker loaded the files from before it. When the API's URL is this host (loopback), its pids are this
  * host's: the process tree shows the reload (targets/haproxy/process-tree.ts: the master busy loading, then a
- * newer worker), and the worker is asked again until the new one answers. Elsewhere the pids are another host's and nothing is waited for: the next
- * cycle's observation, which notices the worker change, repairs what the reload lost.
+ * newer worker), and the worker is asked again until the new one answers. Elsewhere the pids are another
+ * host's and nothing is waited for: the next cycle's observation, which notices the worker change, repairs what
+ * the reload lost.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError } from "../../errors.js";
-import { describeReload, reloadUnderWay } from "../haproxy/process-tree.js";
+import { reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
 
 const SETTLE_POLL_MS = 50;
 
@@ -20,8 +21,8 @@ export function onLoopback(url: string): boolean {
 }
 
 /**
- * `ask()`'s worker info once its master is at rest with no newer worker starting (on loopback), at most `timeoutMs`:
- * past it, RUNTIME_RELOADED (retryable). Off loopback, or without a pid, the first answer.
+ * `ask()`'s worker info once its master is at rest with no newer worker starting (on loopback), at most
+ * `timeoutMs`: past it, RUNTIME_RELOADED (retryable). Off loopback, or without a pid, the first answer.
  */
 export async function settledWorkerInfo(
 	ask: () => Promise<Record<string, string>>,
@@ -37,7 +38,7 @@ export async function settledWorkerInfo(
 		if (performance.now() > deadline) {
 			throw new CertificateeError(
 				"RUNTIME_RELOADED",
-				`HAProxy behind ${options.endpoint} is reloading: ${describeReload(reload)} from worker ${pid} within ${options.timeoutMs} ms`,
+				reloadTooLong(reload, `behind ${options.endpoint}`, pid, options.timeoutMs),
 				{
 					context: { endpoint: options.endpoint, operation: "worker" },
 					retryable: true,

@@ -14,12 +14,12 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError } from "../../errors.js";
-import { describeReload, reloadUnderWay } from "../haproxy/process-tree.js";
+import { reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
 import type { RuntimeClient, WorkerIdentity } from "./socket.js";
 
 /**
- * The worker that answers now. While its master is loading or starting a newer one (a reload under way), waits until the
- * newer one answers, or it is gone (its start failed), at most `timeoutMs`: then the caller compares with the
+ * The worker that answers now. While its master is loading or starting a newer one (a reload under way), waits
+ * until the newer one answers, or it is gone (its start failed), at most `timeoutMs`: then the caller compares with the
  * worker it wrote to and writes again what the new worker lacks. `local`: the socket is a Unix socket on this
  * host, so HAProxy's pids are this host's.
  */
@@ -36,7 +36,7 @@ export async function settledWorker(
 		if (performance.now() > deadline) {
 			throw new CertificateeError(
 				"RUNTIME_RELOADED",
-				`HAProxy on ${client.name} is reloading: ${describeReload(reload)} from worker ${worker.pid} within ${options.timeoutMs} ms`,
+				reloadTooLong(reload, `on ${client.name}`, worker.pid, options.timeoutMs),
 				{
 					context: { endpoint: client.name, operation: "worker" },
 					retryable: true,

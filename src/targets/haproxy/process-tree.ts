@@ -163,9 +163,11 @@ export async function reloadUnderWay(workerPid: number): Promise<Reload | undefi
 	return undefined;
 }
 
-/** The reload in words, for RUNTIME_RELOADED. */
-export function describeReload(reload: Reload): string {
-	return reload.phase === "new-worker"
-		? `its new worker ${reload.worker} has not taken over`
-		: `its master ${reload.master} is still loading the configuration`;
+/** RUNTIME_RELOADED's text: the reload behind `workerPid` still under way after `timeoutMs`. */
+export function reloadTooLong(reload: Reload, where: string, workerPid: number, timeoutMs: number): string {
+	const phase =
+		reload.phase === "new-worker"
+			? `worker ${reload.worker} has started`
+			: `its master ${reload.master} is still loading the configuration`;
+	return `HAProxy ${where} is reloading: no new worker has taken over from worker ${workerPid} within ${timeoutMs} ms (${phase})`;
 }

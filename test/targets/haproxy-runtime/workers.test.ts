@@ -172,4 +172,24 @@ describe("right after a SIGUSR2", () => {
 			await client.close();
 		}
 	});
+
+	it("a reload longer than the timeout is RUNTIME_RELOADED, retryable, naming the worker and the phase", async () => {
+		const h = await slowToLoad();
+		const client = new RuntimeClient({ address: h.adminSocket, name: "lb" });
+		try {
+			const old = await client.checkWorker();
+			process.kill(h.masterPid, "SIGUSR2");
+			const error = await settledWorker(client, { local: true, timeoutMs: 0 }).catch((e: unknown) => e);
+			expect(error).toMatchObject({ code: "RUNTIME_RELOADED", retryable: true });
+			expect(String((error as Error).message)).toMatch(
+				new RegExp(
+					`^HAProxy on lb is reloading: no new worker has taken over from worker ${old.pid} within 0 ms \\((its master ${h.masterPid} is still loading the configuration|worker \\d+ has started)\\)$`,
+				),
+			);
+			// The reload goes on: the next look names the new worker.
+			expect((await settledWorker(client, { local: true, timeoutMs: 30_000 })).pid).not.toBe(old.pid);
+		} finally {
+			await client.close();
+		}
+	});
 });
