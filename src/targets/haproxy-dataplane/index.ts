@@ -53,7 +53,10 @@ export function createDataplaneEndpoint(
 	const client: DataplaneClientHandle = createDataplaneClient(config, deps);
 	const endpoint = config.name;
 	const concurrency = deps.concurrency ?? 16;
-	const local = onLoopback(config.url);
+	// The process tree is read only where its pids are this host's, and only for a worker's stats socket: through
+	// the master CLI (`master_runtime`) the answer cannot name the old worker once a reload has begun (below), and
+	// the master is busy for a moment after relaying each command.
+	const local = onLoopback(config.url) && config.master_runtime !== true;
 
 	const driverProbe = (sni: string, signal: AbortSignal) =>
 		probeServed({ address: config.probe ?? "", sni, signal, timeoutMs: config.timeout });

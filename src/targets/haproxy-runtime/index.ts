@@ -68,7 +68,11 @@ export function createRuntimeEndpoint(
 		touched: untouched(),
 		fullPhase: fullPhase(deps.place, config.full_observation_every),
 	};
-	const local = isUnixSocket(config.socket);
+	// The process tree is read only where HAProxy's pids are this host's, and only for a worker's stats socket:
+	// through the master CLI (`master_socket`) `@1` cannot name the old worker once a reload has begun (up to 3.0
+	// the master loads the files before it answers again; from 3.1 `@1` is the new worker), and the master is
+	// busy for a moment after relaying each command.
+	const local = isUnixSocket(config.socket) && config.master_socket !== true;
 	const driver: RuntimeEndpoint = {
 		name: config.name,
 		reinserts: true,
