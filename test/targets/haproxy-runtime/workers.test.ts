@@ -7,6 +7,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { readlinkSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import {
 	atRestByStat,
@@ -19,6 +20,8 @@ import {
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
 import { settledWorker } from "../../../src/targets/haproxy-runtime/workers.js";
 import { createTestCa, issueTestLeaf } from "../../harness/certs.js";
+import { eventually } from "../../harness/cluster.js";
+import { scaled } from "../../harness/deadline.js";
 import { HAPROXY_VERSION, socketCommand } from "../../harness/haproxy.js";
 import { rig } from "../../harness/targets.js";
 
@@ -70,6 +73,10 @@ describe("newerWorker", () => {
 
 	it("says nothing when the parent runs another program (no master: a shell, systemd)", async () => {
 		const { first, second } = await family("sh", ["-c", "sleep 60 & a=$!; sleep 60 & echo $a $!; wait"]);
+		// The shell prints the pids as soon as it has forked; until each child has exec'd `sleep` it is still
+		// the shell's own program (a loaded machine showed it: the second looked like a newer worker).
+		const runs = (pid: number) => readlinkSync(`/proc/${pid}/exe`).endsWith("/sleep");
+		await eventually("both children run sleep", () => runs(first) && runs(second), scaled(10_000));
 		expect(newerWorker(first)).toBeUndefined();
 		expect(newerWorker(second)).toBeUndefined();
 		expect(newerWorker(999_999_999)).toBeUndefined();
