@@ -18,7 +18,7 @@ import { stringify } from "yaml";
 import { probeServed } from "../../src/probe/index.js";
 import { type Daemon, spawnCertificatee } from "./cli.js";
 import { scaled } from "./deadline.js";
-import type { Haproxy } from "./haproxy.js";
+import { type Haproxy, socketCommand } from "./haproxy.js";
 import { freePorts } from "./ports.js";
 import { parseScrape } from "./scrape.js";
 
@@ -167,6 +167,29 @@ export async function startReplicas(options: ReplicasOptions): Promise<Replicas>
 				),
 			),
 		);
+	/**
+	 * For a failure's text: for each node that does not serve, what its worker's CLI sessions are doing (a
+	 * command holding the certificate lock shows there) and the replicas' last warnings about that node.
+	 */
+	const whyNot = async (serials: Array<string | undefined>): Promise<string> => {
+		const parts: string[] = [];
+		for (const [i, serial] of serials.entries()) {
+			if (serial !== undefined) continue;
+			const node = `node-${i}`;
+			const sessions = await socketCommand(options.nodes[i]!.adminSocket, "show sess all").catch(
+				(e: unknown) => `(show sess all failed: ${String(e)})`,
+			);
+			const said = replicas.flatMap((r) =>
+				r.daemon.logs
+					.filter((l) => (l.level ?? 0) >= 40 && JSON.stringify(l).includes(node))
+					.slice(-5)
+					.map((l) => `  ${r.member}: ${JSON.stringify(l).slice(0, 600)}`),
+			);
+			parts.push(`\n${node}: the replicas' last warnings:\n${said.join("\n") || "  none"}`);
+			parts.push(`${node}: show sess all:\n${sessions.slice(0, 4000)}`);
+		}
+		return parts.join("\n");
+	};
 	return {
 		configFile,
 		env: envOf(0),
@@ -198,7 +221,8 @@ export async function startReplicas(options: ReplicasOptions): Promise<Replicas>
 			for (;;) {
 				const serials = await served(sni);
 				if (serials.every((s) => s !== undefined && accept(s))) return serials as string[];
-				if (Date.now() > end) throw new Error(`${sni} not served everywhere: ${JSON.stringify(serials)}`);
+				if (Date.now() > end)
+					throw new Error(`${sni} not served everywhere: ${JSON.stringify(serials)}${await whyNot(serials)}`);
 				await sleep(50);
 			}
 		},
