@@ -181,37 +181,33 @@ describe("right after a SIGUSR2", () => {
 		).not.toContain("none");
 	});
 
-	it("settledWorker names the new worker, not the old one that answers while the master loads", async () => {
+	/** A slow-to-load HAProxy, a runtime client that has met its worker (`old`), then a SIGUSR2 to its master. */
+	async function reloading() {
 		const h = await slowToLoad();
 		const client = new RuntimeClient({ address: h.adminSocket, name: "lb" });
-		try {
-			const old = await client.checkWorker();
-			process.kill(h.masterPid, "SIGUSR2");
-			const settled = await settledWorker(client, { local: true, timeoutMs: 30_000 });
-			expect(settled.pid).not.toBe(old.pid);
-			expect((await h.worker()).pid).toBe(settled.pid);
-		} finally {
-			await client.close();
-		}
+		r.onTeardown(() => client.close());
+		const old = await client.checkWorker();
+		process.kill(h.masterPid, "SIGUSR2");
+		return { h, client, old };
+	}
+
+	it("settledWorker names the new worker, not the old one that answers while the master loads", async () => {
+		const { h, client, old } = await reloading();
+		const settled = await settledWorker(client, { local: true, timeoutMs: 30_000 });
+		expect(settled.pid).not.toBe(old.pid);
+		expect((await h.worker()).pid).toBe(settled.pid);
 	});
 
 	it("a reload longer than the timeout is RUNTIME_RELOADED, retryable, naming the worker and the phase", async () => {
-		const h = await slowToLoad();
-		const client = new RuntimeClient({ address: h.adminSocket, name: "lb" });
-		try {
-			const old = await client.checkWorker();
-			process.kill(h.masterPid, "SIGUSR2");
-			const error = await settledWorker(client, { local: true, timeoutMs: 0 }).catch((e: unknown) => e);
-			expect(error).toMatchObject({ code: "RUNTIME_RELOADED", retryable: true });
-			expect(String((error as Error).message)).toMatch(
-				new RegExp(
-					`^HAProxy on lb is reloading: no new worker has taken over from worker ${old.pid} within 0 ms \\((its master ${h.masterPid} is still loading the configuration|worker \\d+ has started)\\)$`,
-				),
-			);
-			// The reload goes on: the next look names the new worker.
-			expect((await settledWorker(client, { local: true, timeoutMs: 30_000 })).pid).not.toBe(old.pid);
-		} finally {
-			await client.close();
-		}
+		const { h, client, old } = await reloading();
+		const error = await settledWorker(client, { local: true, timeoutMs: 0 }).catch((e: unknown) => e);
+		expect(error).toMatchObject({ code: "RUNTIME_RELOADED", retryable: true });
+		expect(String((error as Error).message)).toMatch(
+			new RegExp(
+				`^HAProxy on lb is reloading: no new worker has taken over from worker ${old.pid} within 0 ms \\((its master ${h.masterPid} is still loading the configuration|worker \\d+ has started)\\)$`,
+			),
+		);
+		// The reload goes on: the next look names the new worker.
+		expect((await settledWorker(client, { local: true, timeoutMs: 30_000 })).pid).not.toBe(old.pid);
 	});
 });
