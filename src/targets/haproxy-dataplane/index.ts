@@ -53,10 +53,10 @@ export function createDataplaneEndpoint(
 	const client: DataplaneClientHandle = createDataplaneClient(config, deps);
 	const endpoint = config.name;
 	const concurrency = deps.concurrency ?? 16;
-	// The process tree is read only where its pids are this host's, and only for a worker's stats socket: through
-	// the master CLI (`master_runtime`) the answer cannot name the old worker once a reload has begun (below), and
-	// the master is busy for a moment after relaying each command.
-	const local = onLoopback(config.url) && config.master_runtime !== true;
+	// The process tree is read where its pids are this host's (the API on loopback), the master CLI included
+	// (`master_runtime`): from 3.0 the master, back from re-executing itself, still routes `@1` to the old worker
+	// until the new one is ready, so `/runtime/info` alone cannot tell a reload under way (settle.ts).
+	const local = onLoopback(config.url);
 
 	const driverProbe = (sni: string, signal: AbortSignal) =>
 		probeServed({ address: config.probe ?? "", sni, signal, timeoutMs: config.timeout });
@@ -225,9 +225,9 @@ export function createDataplaneEndpoint(
 		},
 	};
 	if (config.master_runtime) {
-		// Through the master CLI, `@1 show info` cannot name the old worker once a reload has begun: on HAProxy
-		// up to 3.0 the master re-executes itself and parses the files before it answers again; from 3.1 it
-		// routes `@1` to the new worker. One GET instead of a second full observation after the writes.
+		// One GET instead of a second full observation after the writes: the worker it names, settled on the
+		// process tree on loopback (settle.ts; from 3.0 `@1` still reaches the old worker for a while after the
+		// new one is forked), tells whether a reload lost any of them.
 		driver.worker = () => workerInfo(new AbortController().signal);
 	}
 	const address = config.probe;

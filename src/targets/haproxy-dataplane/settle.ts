@@ -10,7 +10,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError } from "../../errors.js";
-import { reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
+import { processGone, reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
 
 const SETTLE_POLL_MS = 50;
 
@@ -29,12 +29,17 @@ export async function settledWorkerInfo(
 	options: { local: boolean; endpoint: string; timeoutMs: number; signal: AbortSignal },
 ): Promise<Record<string, string>> {
 	const deadline = performance.now() + options.timeoutMs;
+	let askedAgain = false;
 	for (;;) {
 		const info = await ask();
 		const pid = Number(info.pid);
 		if (!options.local || !Number.isInteger(pid)) return info;
 		const reload = await reloadUnderWay(pid);
-		if (reload === undefined) return info;
+		if (reload === undefined) {
+			if (askedAgain || !processGone(pid)) return info;
+			askedAgain = true;
+			continue;
+		}
 		if (performance.now() > deadline) {
 			throw new CertificateeError(
 				"RUNTIME_RELOADED",

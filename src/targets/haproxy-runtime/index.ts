@@ -68,11 +68,11 @@ export function createRuntimeEndpoint(
 		touched: untouched(),
 		fullPhase: fullPhase(deps.place, config.full_observation_every),
 	};
-	// The process tree is read only where HAProxy's pids are this host's, and only for a worker's stats socket:
-	// through the master CLI (`master_socket`) `@1` cannot name the old worker once a reload has begun (up to 3.0
-	// the master loads the files before it answers again; from 3.1 `@1` is the new worker), and the master is
-	// busy for a moment after relaying each command.
-	const local = isUnixSocket(config.socket) && config.master_socket !== true;
+	// The process tree is read where HAProxy's pids are this host's (a Unix socket), the master CLI included
+	// (`master_socket`): from 3.0 the master, back from re-executing itself, still routes `@1` to the old worker
+	// until the new one is ready (3.4.0: for 200 ms after forking it, with 30 files), so `@1 show info` alone
+	// cannot tell a reload under way (targets/haproxy/process-tree.ts).
+	const local = isUnixSocket(config.socket);
 	const driver: RuntimeEndpoint = {
 		name: config.name,
 		reinserts: true,

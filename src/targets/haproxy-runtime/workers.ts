@@ -14,7 +14,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CertificateeError } from "../../errors.js";
-import { reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
+import { processGone, reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
 import type { RuntimeClient, WorkerIdentity } from "./socket.js";
 
 /**
@@ -28,11 +28,16 @@ export async function settledWorker(
 	options: { local: boolean; timeoutMs: number },
 ): Promise<WorkerIdentity> {
 	const deadline = performance.now() + options.timeoutMs;
+	let askedAgain = false;
 	for (;;) {
 		const worker = await client.checkWorker();
 		if (!options.local) return worker;
 		const reload = await reloadUnderWay(worker.pid);
-		if (reload === undefined) return worker;
+		if (reload === undefined) {
+			if (askedAgain || !processGone(worker.pid)) return worker;
+			askedAgain = true;
+			continue;
+		}
 		if (performance.now() > deadline) {
 			throw new CertificateeError(
 				"RUNTIME_RELOADED",

@@ -175,6 +175,16 @@ export async function reloadUnderWay(workerPid: number): Promise<Reload | undefi
 	return atRest ? undefined : { phase: "master-loading", master: worker.ppid };
 }
 
+/**
+ * Whether `pid` is gone from this host's /proc. A worker that has just answered and is gone was an old one
+ * finishing its last request during a reload (from 3.0 the master can still route `@1` to it after the new
+ * worker took over): ask again. It also reads "gone" where HAProxy's pids are another namespace's (a
+ * container), so callers ask again once only.
+ */
+export function processGone(pid: number): boolean {
+	return statOf(pid) === undefined;
+}
+
 /** RUNTIME_RELOADED's text: the reload behind `workerPid` still under way after `timeoutMs`. */
 export function reloadTooLong(reload: Reload, where: string, workerPid: number, timeoutMs: number): string {
 	const phase =

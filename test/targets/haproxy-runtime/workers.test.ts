@@ -14,9 +14,11 @@ import {
 	atRestBySyscall,
 	newerWorker,
 	parseStat,
+	processGone,
 	type Reload,
 	reloadUnderWay,
 } from "../../../src/targets/haproxy/process-tree.js";
+import { createRuntimeEndpoint, runtimeTargetSchema } from "../../../src/targets/haproxy-runtime/index.js";
 import { RuntimeClient } from "../../../src/targets/haproxy-runtime/socket.js";
 import { settledWorker } from "../../../src/targets/haproxy-runtime/workers.js";
 import { createTestCa, issueTestLeaf } from "../../harness/certs.js";
@@ -179,6 +181,49 @@ describe("right after a SIGUSR2", () => {
 			seen,
 			`phases seen while worker ${old.pid} answered: ${[...new Set(seen)].join(", ")}`,
 		).not.toContain("none");
+	});
+
+	it(`through the master CLI too: every '@1' answer of the old worker after the signal is a reload under way, or comes from a worker already gone (HAProxy ${HAPROXY_VERSION})`, async () => {
+		const h = await slowToLoad();
+		const old = await h.worker();
+		process.kill(h.masterPid, "SIGUSR2");
+		// From 3.0 the master, back from re-executing itself, still routes `@1` to the old worker until the new one
+		// is ready (3.4.0: ~200 ms after forking it, 30 files); 2.6 and 2.8 answer from the new worker at once.
+		const seen: Array<Reload["phase"] | "gone" | "none"> = [];
+		const deadline = performance.now() + scaled(60_000);
+		for (;;) {
+			expect(performance.now(), "the new worker answers '@1' in time").toBeLessThan(deadline);
+			const answer = await socketCommand(h.masterSocket, "@1 show info", 2_000).catch(() => "");
+			const pid = Number(/^Pid: (\d+)$/m.exec(answer)?.[1]);
+			if (!Number.isInteger(pid)) continue; // refused while the master re-executes itself
+			if (pid !== old.pid) break;
+			const reload = await reloadUnderWay(old.pid);
+			seen.push(reload?.phase ?? (processGone(old.pid) ? "gone" : "none"));
+		}
+		console.info(
+			`HAProxy ${HAPROXY_VERSION}: '@1' answers of worker ${old.pid} after the SIGUSR2: ${seen.join(", ") || "none"}`,
+		);
+		expect(seen).not.toContain("none");
+	});
+
+	it("a haproxy-runtime endpoint on the master CLI (master_socket) names the new worker, not the old one '@1' still reaches", async () => {
+		const h = await slowToLoad();
+		const driver = createRuntimeEndpoint(
+			runtimeTargetSchema.parse({
+				name: "lb",
+				type: "haproxy-runtime",
+				socket: h.masterSocket,
+				master_socket: true,
+				crt_dir: h.crtDir,
+			}),
+		);
+		r.onTeardown(() => driver.close());
+		const old = Number((await (driver.worker as () => Promise<Record<string, string>>)()).pid);
+		expect(old).toBe((await h.worker()).pid);
+		process.kill(h.masterPid, "SIGUSR2");
+		const settled = Number((await (driver.worker as () => Promise<Record<string, string>>)()).pid);
+		expect(settled).not.toBe(old);
+		expect((await h.worker()).pid).toBe(settled);
 	});
 
 	/** A slow-to-load HAProxy, a runtime client that has met its worker (`old`), then a SIGUSR2 to its master. */
