@@ -156,6 +156,33 @@ describe("a master at rest", () => {
 	});
 });
 
+describe("settledWorker, when the worker that answered is already gone", () => {
+	it("asks once more and returns the worker that answers then; the same gone pid twice is returned (another namespace's pids)", async () => {
+		const exited = spawn("true");
+		await once(exited, "exit");
+		const gone = exited.pid as number;
+		const live = spawn("sleep", ["60"]);
+		started.push(live);
+		const identity = (pid: number) => ({ pid, uptimeSec: 1, stopping: false });
+		const answers = [gone, live.pid as number];
+		const reloading = {
+			name: "lb",
+			checkWorker: async () => identity(answers.shift() ?? (live.pid as number)),
+		};
+		expect((await settledWorker(reloading, { local: true, timeoutMs: 1_000 })).pid).toBe(live.pid);
+		let asked = 0;
+		const elsewhere = {
+			name: "lb",
+			checkWorker: async () => {
+				asked++;
+				return identity(gone);
+			},
+		};
+		expect((await settledWorker(elsewhere, { local: true, timeoutMs: 1_000 })).pid).toBe(gone);
+		expect(asked).toBe(2);
+	});
+});
+
 describe("right after a SIGUSR2", () => {
 	/** A HAProxy slow to load: the same RSA certificate in 300 files, so the reload's loading takes a while. */
 	async function slowToLoad() {
