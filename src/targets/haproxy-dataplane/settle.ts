@@ -8,11 +8,7 @@
  * host's and nothing is waited for: the next cycle's observation, which notices the worker change, repairs what
  * the reload lost.
  */
-import { setTimeout as sleep } from "node:timers/promises";
-import { CertificateeError } from "../../errors.js";
-import { processGone, reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
-
-const SETTLE_POLL_MS = 50;
+import { settleWorker } from "../haproxy/process-tree.js";
 
 /** The URL names this host: `localhost`, `127.0.0.0/8` or `::1`. */
 export function onLoopback(url: string): boolean {
@@ -28,29 +24,18 @@ export async function settledWorkerInfo(
 	ask: () => Promise<Record<string, string>>,
 	options: { local: boolean; endpoint: string; timeoutMs: number; signal: AbortSignal },
 ): Promise<Record<string, string>> {
-	const deadline = performance.now() + options.timeoutMs;
-	let askedAgain = false;
-	for (;;) {
-		const info = await ask();
-		const pid = Number(info.pid);
-		if (!options.local || !Number.isInteger(pid)) return info;
-		const reload = await reloadUnderWay(pid);
-		if (reload === undefined) {
-			if (askedAgain || !processGone(pid)) return info;
-			askedAgain = true;
-			continue;
-		}
-		if (performance.now() > deadline) {
-			throw new CertificateeError(
-				"RUNTIME_RELOADED",
-				reloadTooLong(reload, `behind ${options.endpoint}`, pid, options.timeoutMs),
-				{
-					context: { endpoint: options.endpoint, operation: "worker" },
-					retryable: true,
-					hint: "the next cycle observes the new worker and writes what it lacks",
-				},
-			);
-		}
-		await sleep(SETTLE_POLL_MS, undefined, { signal: options.signal });
-	}
+	if (!options.local) return ask();
+	return settleWorker(
+		ask,
+		(info) => {
+			const pid = Number(info.pid);
+			return Number.isInteger(pid) ? pid : undefined;
+		},
+		{
+			endpoint: options.endpoint,
+			where: `behind ${options.endpoint}`,
+			timeoutMs: options.timeoutMs,
+			signal: options.signal,
+		},
+	);
 }

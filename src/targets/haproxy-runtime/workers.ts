@@ -12,9 +12,7 @@
  * and for a HAProxy without a master, it says nothing (undefined), and the next cycle's observation, which
  * notices the worker change, repairs what the reload lost.
  */
-import { setTimeout as sleep } from "node:timers/promises";
-import { CertificateeError } from "../../errors.js";
-import { processGone, reloadTooLong, reloadUnderWay } from "../haproxy/process-tree.js";
+import { settleWorker } from "../haproxy/process-tree.js";
 import type { RuntimeClient, WorkerIdentity } from "./socket.js";
 
 /**
@@ -27,30 +25,11 @@ export async function settledWorker(
 	client: Pick<RuntimeClient, "checkWorker" | "name">,
 	options: { local: boolean; timeoutMs: number },
 ): Promise<WorkerIdentity> {
-	const deadline = performance.now() + options.timeoutMs;
-	let askedAgain = false;
-	for (;;) {
-		const worker = await client.checkWorker();
-		if (!options.local) return worker;
-		const reload = await reloadUnderWay(worker.pid);
-		if (reload === undefined) {
-			if (askedAgain || !processGone(worker.pid)) return worker;
-			askedAgain = true;
-			continue;
-		}
-		if (performance.now() > deadline) {
-			throw new CertificateeError(
-				"RUNTIME_RELOADED",
-				reloadTooLong(reload, `on ${client.name}`, worker.pid, options.timeoutMs),
-				{
-					context: { endpoint: client.name, operation: "worker" },
-					retryable: true,
-					hint: "the next cycle observes the new worker and writes what it lacks",
-				},
-			);
-		}
-		await sleep(SETTLE_POLL_MS);
-	}
+	const ask = () => client.checkWorker();
+	if (!options.local) return ask();
+	return settleWorker(ask, (worker) => worker.pid, {
+		endpoint: client.name,
+		where: `on ${client.name}`,
+		timeoutMs: options.timeoutMs,
+	});
 }
-
-const SETTLE_POLL_MS = 50;

@@ -11,6 +11,7 @@
  */
 import { readFileSync, readlinkSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { CertificateeError } from "../../errors.js";
 
 /** `/proc/<pid>/stat`'s fields certificatee reads. */
 export interface Stat {
@@ -176,17 +177,54 @@ export async function reloadUnderWay(workerPid: number): Promise<Reload | undefi
 }
 
 /**
- * Whether `pid` is gone from this host's /proc. A worker that has just answered and is gone was an old one
- * finishing its last request during a reload (from 3.0 the master can still route `@1` to it after the new
- * worker took over): ask again. It also reads "gone" where HAProxy's pids are another namespace's (a
- * container), so callers ask again once only.
+ * `ask()`'s answer once the worker it names (`pidOf`) has settled: its master at rest with no newer worker
+ * starting, asked again every 50 ms while a reload is under way, at most `timeoutMs` (then RUNTIME_RELOADED,
+ * retryable). A worker that answered and is already gone from /proc was an old one finishing its last request
+ * (from 3.0 the master still routes `@1` to it for a while): asked about once more, once only, since pids of
+ * another namespace (a container) all read "gone". Used by the runtime socket target (workers.ts) and the Data
+ * Plane API target on loopback (settle.ts): only where HAProxy's pids are this host's.
  */
+export async function settleWorker<T>(
+	ask: () => Promise<T>,
+	pidOf: (answer: T) => number | undefined,
+	options: { endpoint: string; where: string; timeoutMs: number; signal?: AbortSignal },
+): Promise<T> {
+	const deadline = performance.now() + options.timeoutMs;
+	let askedAgain = false;
+	for (;;) {
+		const answer = await ask();
+		const pid = pidOf(answer);
+		if (pid === undefined) return answer;
+		const reload = await reloadUnderWay(pid);
+		if (reload === undefined) {
+			if (askedAgain || !processGone(pid)) return answer;
+			askedAgain = true;
+			continue;
+		}
+		if (performance.now() > deadline) {
+			throw new CertificateeError(
+				"RUNTIME_RELOADED",
+				reloadTooLong(reload, options.where, pid, options.timeoutMs),
+				{
+					context: { endpoint: options.endpoint, operation: "worker" },
+					retryable: true,
+					hint: "the next cycle observes the new worker and writes what it lacks",
+				},
+			);
+		}
+		await sleep(SETTLE_POLL_MS, undefined, options.signal ? { signal: options.signal } : undefined);
+	}
+}
+
+const SETTLE_POLL_MS = 50;
+
+/** Whether `pid` is gone from this host's /proc (or is another namespace's). */
 export function processGone(pid: number): boolean {
 	return statOf(pid) === undefined;
 }
 
 /** RUNTIME_RELOADED's text: the reload behind `workerPid` still under way after `timeoutMs`. */
-export function reloadTooLong(reload: Reload, where: string, workerPid: number, timeoutMs: number): string {
+function reloadTooLong(reload: Reload, where: string, workerPid: number, timeoutMs: number): string {
 	const phase =
 		reload.phase === "new-worker"
 			? `worker ${reload.worker} has started`

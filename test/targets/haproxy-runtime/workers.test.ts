@@ -245,10 +245,11 @@ describe("right after a SIGUSR2", () => {
 			}),
 		);
 		r.onTeardown(() => driver.close());
-		const old = Number((await (driver.worker as () => Promise<Record<string, string>>)()).pid);
+		const workerPid = async () => Number((await driver.worker?.())?.pid);
+		const old = await workerPid();
 		expect(old).toBe((await h.worker()).pid);
 		process.kill(h.masterPid, "SIGUSR2");
-		const settled = Number((await (driver.worker as () => Promise<Record<string, string>>)()).pid);
+		const settled = await workerPid();
 		expect(settled).not.toBe(old);
 		expect((await h.worker()).pid).toBe(settled);
 	});
