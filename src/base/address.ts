@@ -32,3 +32,8 @@ export function parseAddress(address: string): { path: string } | { host: string
 	if (tcp && !address.includes("/")) return { host: tcp[1] ?? tcp[2] ?? "", port: Number(tcp[3]) };
 	return { path: address };
 }
+
+/** Whether an address (parseAddress) is a Unix socket: then HAProxy runs on this host. */
+export function isUnixSocket(address: string): boolean {
+	return "path" in parseAddress(address);
+}

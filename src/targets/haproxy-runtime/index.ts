@@ -7,7 +7,7 @@
  * answers), parse.ts (`show` answers), transaction.ts (whole certificate writes).
  */
 
-import { parseAddress } from "../../base/address.js";
+import { isUnixSocket } from "../../base/address.js";
 import { probeServed } from "../../probe/index.js";
 import { fullPhase, type Place } from "../haproxy/engine/full-schedule.js";
 import { type EndpointDriver, runtimeNameOf, storageDirName } from "../haproxy/engine/model.js";
@@ -107,12 +107,4 @@ export function createRuntimeEndpoint(
 			});
 	}
 	return driver;
-}
-
-function isUnixSocket(address: string): boolean {
-	try {
-		return "path" in parseAddress(address);
-	} catch {
-		return false;
-	}
 }

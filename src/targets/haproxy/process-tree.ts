@@ -202,15 +202,7 @@ export async function settleWorker<T>(
 			continue;
 		}
 		if (performance.now() > deadline) {
-			throw new CertificateeError(
-				"RUNTIME_RELOADED",
-				reloadTooLong(reload, options.where, pid, options.timeoutMs),
-				{
-					context: { endpoint: options.endpoint, operation: "worker" },
-					retryable: true,
-					hint: "the next cycle observes the new worker and writes what it lacks",
-				},
-			);
+			throw reloadTooLong(reload, { ...options, workerPid: pid });
 		}
 		await sleep(SETTLE_POLL_MS, undefined, options.signal ? { signal: options.signal } : undefined);
 	}
@@ -223,11 +215,22 @@ export function processGone(pid: number): boolean {
 	return statOf(pid) === undefined;
 }
 
-/** RUNTIME_RELOADED's text: the reload behind `workerPid` still under way after `timeoutMs`. */
-function reloadTooLong(reload: Reload, where: string, workerPid: number, timeoutMs: number): string {
+/** RUNTIME_RELOADED (retryable): the reload behind `workerPid` still under way after `timeoutMs`. */
+export function reloadTooLong(
+	reload: Reload,
+	o: { endpoint: string; where: string; workerPid: number; timeoutMs: number; operation?: string },
+): CertificateeError {
 	const phase =
 		reload.phase === "new-worker"
 			? `worker ${reload.worker} has started`
 			: `its master ${reload.master} is still loading the configuration`;
-	return `HAProxy ${where} is reloading: no new worker has taken over from worker ${workerPid} within ${timeoutMs} ms (${phase})`;
+	return new CertificateeError(
+		"RUNTIME_RELOADED",
+		`HAProxy ${o.where} is reloading: no new worker has taken over from worker ${o.workerPid} within ${o.timeoutMs} ms (${phase})`,
+		{
+			context: { endpoint: o.endpoint, operation: o.operation ?? "worker" },
+			retryable: true,
+			hint: "the next cycle observes the new worker and writes what it lacks",
+		},
+	);
 }
