@@ -34,6 +34,8 @@ export interface SessionOptions {
 	timeoutMs: number;
 	/** HAProxy's tune.bufsize: sizes the window of unanswered requests (connection.ts). */
 	bufsize: number;
+	/** A refused connect waits while a reload is under way (see #open). Default true. */
+	reloadWait?: boolean;
 }
 
 // 100 + 200 + 400 + 800 ms between attempts: fails fast enough when down, and rides out a short master re-exec
@@ -53,12 +55,13 @@ export class RuntimeSession {
 	#worker: WorkerIdentity | undefined;
 	#reloads = 0;
 
-	/** HAProxy's pids are this host's: a Unix socket (a TCP address may be another host's). */
+	/** HAProxy's pids are this host's: a Unix socket (a TCP address may be another host's), and the owner wants
+	 * a refused connect to wait for a reload. */
 	readonly #local: boolean;
 
 	constructor(options: SessionOptions) {
 		this.#options = options;
-		this.#local = isUnixSocket(options.address);
+		this.#local = options.reloadWait !== false && isUnixSocket(options.address);
 	}
 
 	get worker(): WorkerIdentity | undefined {

@@ -63,6 +63,12 @@ export interface RuntimeClientOptions {
 	/** Attempts while HAProxy answers "Operations on certificates are currently locked!" (backoff from
 	 * 10 ms doubling to 500 ms, jittered). Default 10: about 2 s in all. */
 	lockAttempts?: number;
+	/**
+	 * Where HAProxy's processes can be seen (a Unix socket), a refused connect waits while a reload of the worker
+	 * last met is under way, up to `timeoutMs` (session.ts). Default true; the Data Plane API double sets false,
+	 * as client-native gives up on a refused connect.
+	 */
+	reloadWait?: boolean;
 }
 
 /** One certificate command: what to send, what it concerns, and which answers mean success. */
@@ -94,6 +100,7 @@ export class RuntimeClient {
 			name: this.name,
 			timeoutMs: options.timeoutMs ?? 10_000,
 			bufsize,
+			...(options.reloadWait === undefined ? {} : { reloadWait: options.reloadWait }),
 		});
 		this.#framing = { master, bufsize, endpoint: this.name };
 		this.#lockAttempts = options.lockAttempts ?? 10;

@@ -254,6 +254,9 @@ export async function startDpapiDouble(options: DpapiDoubleOptions): Promise<Dpa
 		address: runtimeSocket,
 		name: "double",
 		...(options.masterRuntime ? { master: true } : {}),
+		// client-native dials once more at once and then fails (runtime/runtime_single_client.go): the double
+		// must not wait out a master's reload as certificatee's own runtime client does.
+		reloadWait: false,
 	});
 	// The reload agent's last known good configuration, taken at start as dataplaneapi does.
 	await copyFile(join(options.haproxy.dir, "haproxy.cfg"), join(options.haproxy.dir, "haproxy.cfg.lkg"));
